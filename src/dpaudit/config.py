@@ -1,0 +1,174 @@
+"""Typed, validated configuration built from ``params.yaml`` sections.
+
+Stages read their section of ``params.yaml`` and turn it into frozen dataclasses with
+:func:`from_mapping`. Every error names the full key path and the offending value, so a user
+who mistypes ``identifiability.trails`` learns exactly which key is wrong. Range checks live in
+each dataclass's ``__post_init__`` and use :func:`require` so they read the same everywhere.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal, TypeVar, Union, get_args, get_origin
+
+import yaml
+
+T = TypeVar("T")
+
+
+class ParamsError(ValueError):
+    """A params.yaml key is unknown, missing, of the wrong type, or out of range."""
+
+
+class _RangeError(ParamsError):
+    """Raised by :func:`require`; :func:`from_mapping` prefixes the key with its section path."""
+
+    def __init__(self, key: str, value: Any, expectation: str) -> None:
+        self.key, self.value, self.expectation = key, value, expectation
+        super().__init__(f"params: '{key}' = {value!r} is invalid: {expectation}")
+
+
+def load_params(path: str | Path = "params.yaml") -> dict[str, Any]:
+    """Read a params file; an unreadable or non-mapping file is a :class:`ParamsError`."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except FileNotFoundError as exc:
+        raise ParamsError(f"params file {path} does not exist") from exc
+    except yaml.YAMLError as exc:
+        raise ParamsError(f"params file {path} is not valid YAML: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ParamsError(f"params file {path} must hold a mapping at top level, got {type(data).__name__}")
+    return data
+
+
+def section(params: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    """Return ``params[key]`` as a mapping, or raise naming the missing/mistyped key."""
+    if key not in params:
+        raise ParamsError(f"params: missing section '{key}'")
+    value = params[key]
+    if not isinstance(value, Mapping):
+        raise ParamsError(f"params: '{key}' must be a mapping, got {value!r}")
+    return value
+
+
+def require(condition: bool, key: str, value: Any, expectation: str) -> None:
+    """Raise a :class:`ParamsError` naming ``key`` and ``value`` unless ``condition`` holds."""
+    if not condition:
+        raise _RangeError(key, value, expectation)
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+
+
+def _convert(value: Any, tp: Any, key: str) -> Any:
+    """Check ``value`` against the type hint ``tp`` and convert containers; raise naming ``key``."""
+    origin = get_origin(tp)
+    if tp is Any:
+        return value
+    if origin in (Union, types.UnionType):
+        options = get_args(tp)
+        if value is None and type(None) in options:
+            return None
+        errors = []
+        for option in options:
+            if option is type(None):
+                continue
+            try:
+                return _convert(value, option, key)
+            except ParamsError as exc:
+                errors.append(str(exc))
+        raise ParamsError(f"params: '{key}' = {value!r} does not match {_type_name(tp)}")
+    if origin is Literal:
+        allowed = get_args(tp)
+        if value not in allowed:
+            raise ParamsError(f"params: '{key}' = {value!r} must be one of {list(allowed)}")
+        return value
+    if origin in (tuple, list):
+        if not isinstance(value, (list, tuple)):
+            raise ParamsError(f"params: '{key}' = {value!r} must be a list")
+        args = get_args(tp)
+        if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+            item_types = [args[0]] * len(value)
+        elif origin is tuple and args:
+            if len(args) != len(value):
+                raise ParamsError(f"params: '{key}' = {value!r} must have {len(args)} items")
+            item_types = list(args)
+        else:
+            item_types = [args[0] if args else Any] * len(value)
+        items = [_convert(v, t, f"{key}[{i}]") for i, (v, t) in enumerate(zip(value, item_types))]
+        return tuple(items) if origin is tuple else items
+    if origin in (dict, Mapping) or tp is dict:
+        if not isinstance(value, Mapping):
+            raise ParamsError(f"params: '{key}' = {value!r} must be a mapping")
+        args = get_args(tp) or (str, Any)
+        return {
+            _convert(k, args[0], f"{key}"): _convert(v, args[1], f"{key}.{k}") for k, v in value.items()
+        }
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, Mapping):
+            raise ParamsError(f"params: '{key}' must be a mapping, got {value!r}")
+        return from_mapping(tp, value, key)
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ParamsError(f"params: '{key}' = {value!r} must be a number")
+        return float(value)
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ParamsError(f"params: '{key}' = {value!r} must be an integer")
+        return value
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ParamsError(f"params: '{key}' = {value!r} must be true or false")
+        return value
+    if tp is str:
+        if not isinstance(value, str):
+            raise ParamsError(f"params: '{key}' = {value!r} must be a string")
+        return value
+    if isinstance(tp, type) and not isinstance(value, tp):
+        raise ParamsError(f"params: '{key}' = {value!r} must be of type {_type_name(tp)}")
+    return value
+
+
+def from_mapping(cls: type[T], mapping: Mapping[str, Any], where: str) -> T:
+    """Build dataclass ``cls`` from ``mapping``, checking keys and types.
+
+    ``where`` is the key path of ``mapping`` in params.yaml (e.g. ``"identifiability"``); it
+    prefixes every error. Unknown keys and missing required keys are errors; fields with
+    defaults may be omitted. ``__post_init__`` of ``cls`` then checks ranges.
+    """
+    if not dataclasses.is_dataclass(cls):
+        raise TypeError(f"{cls!r} is not a dataclass")
+    if not isinstance(mapping, Mapping):
+        raise ParamsError(f"params: '{where}' must be a mapping, got {mapping!r}")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    unknown = sorted(set(mapping) - set(fields))
+    if unknown:
+        raise ParamsError(
+            f"params: unknown key '{where}.{unknown[0]}' (known keys: {', '.join(sorted(fields))})"
+        )
+    kwargs: dict[str, Any] = {}
+    for name, field in fields.items():
+        key = f"{where}.{name}" if where else name
+        if name not in mapping:
+            no_default = field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
+            if no_default:
+                raise ParamsError(f"params: missing key '{key}'")
+            continue
+        kwargs[name] = _convert(mapping[name], hints[name], key)
+    try:
+        return cls(**kwargs)
+    except _RangeError as exc:
+        if where and not exc.key.startswith(f"{where}.") and exc.key != where:
+            raise _RangeError(f"{where}.{exc.key}", exc.value, exc.expectation) from None
+        raise
+    except ParamsError:
+        raise
+    except (TypeError, ValueError) as exc:
+        raise ParamsError(f"params: '{where}': {exc}") from exc

@@ -1,0 +1,1 @@
+"""Dataset registry, download, parsing and preparation."""

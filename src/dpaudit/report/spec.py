@@ -1,0 +1,108 @@
+"""What an experiment hands to the report: a section of summary rows, tables and figures.
+
+Each audit's ``bounds`` stage writes ``data/bounds/<audit>/section.json`` (a
+:class:`ReportSection`). The report stage renders every section it finds without knowing the
+experiment, so new experiments slot in by writing one more section. Figures are declarative:
+they name a CSV under ``plots/`` and the columns to draw; the report renders them with
+matplotlib and ``dvc.yaml``'s top-level ``plots:`` can point at the same CSV files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from dpaudit.io import read_json, write_json
+
+FigureKind = Literal["line", "scatter", "bar", "histogram", "step"]
+
+
+@dataclass(frozen=True)
+class FigureSpec:
+    """A plot of columns of one CSV file.
+
+    ``y`` may name several columns (one series each); ``group`` splits rows into series by a
+    column's value; ``facet`` draws one panel per value of a column. ``highlight`` names a
+    boolean column whose true rows are drawn as a connected, emphasised series (e.g. a Pareto
+    frontier). ``diagonal`` adds the line y = x (e.g. empirical vs. target epsilon).
+    ``hlines`` adds labelled horizontal reference lines, e.g. ``{"rho_beta": 0.9}``.
+    """
+
+    id: str
+    title: str
+    kind: FigureKind
+    data: str
+    x: str
+    y: list[str]
+    x_label: str
+    y_label: str
+    group: str | None = None
+    facet: str | None = None
+    x_log: bool = False
+    y_log: bool = False
+    diagonal: bool = False
+    highlight: str | None = None
+    hlines: dict[str, float] = field(default_factory=dict)
+    caption: str = ""
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """A table: column headers and rows of cells (numbers or short strings)."""
+
+    id: str
+    title: str
+    columns: list[str]
+    rows: list[list[Any]]
+    caption: str = ""
+
+
+@dataclass(frozen=True)
+class SummaryRow:
+    """One line of the report's summary table for an audit setting.
+
+    ``epsilon_upper`` maps accountant name to ε; ``epsilon_lower`` is the best *valid* lower
+    bound with the estimator that produced it. Any score that does not apply is ``None``.
+    """
+
+    setting: str
+    epsilon_upper: dict[str, float]
+    epsilon_lower: float | None
+    epsilon_lower_estimator: str | None
+    rho_beta: float | None
+    rho_alpha: float | None
+    epsilon_star: float | None
+    utility_name: str | None
+    utility: float | None
+
+
+@dataclass(frozen=True)
+class ReportSection:
+    """Everything one audit (dataset × experiment) contributes to the report."""
+
+    dataset: str
+    experiment: str
+    title: str
+    description: str
+    headline: SummaryRow
+    rows: list[SummaryRow]
+    tables: list[TableSpec]
+    figures: list[FigureSpec]
+
+    def save(self, path: str | Path) -> None:
+        write_json(path, asdict(self))
+
+    @classmethod
+    def load(cls, path: str | Path) -> ReportSection:
+        raw = read_json(path)
+        return cls(
+            dataset=raw["dataset"],
+            experiment=raw["experiment"],
+            title=raw["title"],
+            description=raw["description"],
+            headline=SummaryRow(**raw["headline"]),
+            rows=[SummaryRow(**r) for r in raw["rows"]],
+            tables=[TableSpec(**t) for t in raw["tables"]],
+            figures=[FigureSpec(**f) for f in raw["figures"]],
+        )

@@ -1,0 +1,98 @@
+"""The typed params loader: every error names the key path and the offending value."""
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import pytest
+
+from dpaudit.config import ParamsError, from_mapping, load_params, require
+from dpaudit.pipeline import audit_from_params
+
+
+@dataclass(frozen=True)
+class Inner:
+    size: int
+    rate: float = 0.5
+
+    def __post_init__(self) -> None:
+        require(self.size > 0, "size", self.size, "must be positive")
+
+
+@dataclass(frozen=True)
+class Outer:
+    name: Literal["adult", "digits"]
+    inner: Inner
+    values: tuple[float, ...] = ()
+    per: dict[str, Inner] = field(default_factory=dict)
+    optional: int | None = None
+
+
+def test_builds_nested_and_converts_types():
+    cfg = from_mapping(
+        Outer, {"name": "adult", "inner": {"size": 3}, "values": [1, 2.5], "per": {"x": {"size": 1}}}, "top"
+    )
+    assert cfg.inner == Inner(size=3, rate=0.5)
+    assert cfg.values == (1.0, 2.5) and isinstance(cfg.values[0], float)
+    assert cfg.per["x"].size == 1
+    assert cfg.optional is None
+
+
+@pytest.mark.parametrize(
+    ("mapping", "message"),
+    [
+        ({"name": "adult", "inner": {"size": 3}, "sizee": 1}, "unknown key 'top.sizee'"),
+        ({"name": "mnist", "inner": {"size": 3}}, "'top.name' = 'mnist'"),
+        ({"name": "adult", "inner": {"size": "3"}}, "'top.inner.size' = '3' must be an integer"),
+        ({"name": "adult", "inner": {"size": True}}, "'top.inner.size' = True must be an integer"),
+        ({"name": "adult", "inner": {"size": -1}}, "'top.inner.size' = -1 is invalid: must be positive"),
+        ({"name": "adult"}, "missing key 'top.inner'"),
+        ({"name": "adult", "inner": {"size": 1}, "values": [1, "a"]}, "'top.values[1]' = 'a' must be a number"),
+        ({"name": "adult", "inner": {"size": 1}, "per": {"x": {"size": 0}}}, "must be positive"),
+    ],
+)
+def test_errors_name_key_and_value(mapping, message):
+    with pytest.raises(ParamsError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        from_mapping(Outer, mapping, "top")
+
+
+def test_load_params_errors_name_file(tmp_path):
+    missing = tmp_path / "nope.yaml"
+    with pytest.raises(ParamsError, match="nope.yaml does not exist"):
+        load_params(missing)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("- a list\n")
+    with pytest.raises(ParamsError, match="bad.yaml must hold a mapping"):
+        load_params(bad)
+
+
+def test_audit_lookup_validates_entries():
+    params = {
+        "data": {"datasets": ["adult"]},
+        "audits": {
+            "adult-identifiability": {"dataset": "adult", "experiment": "identifiability"},
+            "adult-typo": {"dataset": "adult", "experiment": "identifyability"},
+            "digits-membership": {"dataset": "digits", "experiment": "membership"},
+        },
+    }
+    audit = audit_from_params(params, "adult-identifiability")
+    assert str(audit.train_dir) == "data/train/adult/identifiability"
+    assert str(audit.metrics_path) == "metrics/adult-identifiability.json"
+    with pytest.raises(ParamsError, match="'audits.adult-typo.experiment' = 'identifyability'"):
+        audit_from_params(params, "adult-typo")
+    with pytest.raises(ParamsError, match=r"'audits.digits-membership.dataset' = 'digits'.*data.datasets"):
+        audit_from_params(params, "digits-membership")
+    with pytest.raises(ParamsError, match="audit 'mnist-x' is not listed"):
+        audit_from_params(params, "mnist-x")
+
+
+def test_repository_params_file_is_valid():
+    """The committed params.yaml passes every section's validation."""
+    from pathlib import Path
+
+    from dpaudit.experiments import experiment_module
+
+    params = load_params(Path(__file__).resolve().parents[1] / "params.yaml")
+    for name, entry in params["audits"].items():
+        audit = audit_from_params(params, name)
+        experiment_module(entry["experiment"]).config_from_params(params)
+        assert audit.dataset == entry["dataset"]
