@@ -5,7 +5,6 @@ from pathlib import Path
 
 from dpaudit.data.download import download_dataset
 from dpaudit.data.prepare import DataConfig
-from dpaudit.io import atomic_directory
 from dpaudit.pipeline import run_stage
 
 
@@ -16,8 +15,12 @@ def main() -> None:
 
     def body(params: dict) -> None:
         config = DataConfig.from_params(params)
-        with atomic_directory(Path("data/raw") / args.dataset) as out_dir:
-            download_dataset(args.dataset, out_dir, mirror=config.mirror_path())
+        download_dataset(
+            args.dataset,
+            Path("data/raw") / args.dataset,
+            mirror=config.mirror_path(),
+            pool=config.pool_for(args.dataset),
+        )
 
     run_stage(f"download@{args.dataset}", body)
 

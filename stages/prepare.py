@@ -14,7 +14,8 @@ def main() -> None:
 
     def body(params: dict) -> None:
         config = DataConfig.from_params(params)
-        prepare_dataset(args.dataset, Path("data/raw") / args.dataset, config, Path("data/prepared") / f"{args.dataset}.npz")
+        out_path = Path("data/prepared") / f"{args.dataset}.npz"
+        prepare_dataset(args.dataset, Path("data/raw") / args.dataset, config, out_path)
 
     run_stage(f"prepare@{args.dataset}", body)
 

@@ -46,7 +46,10 @@ def test_builds_nested_and_converts_types():
         ({"name": "adult", "inner": {"size": True}}, "'top.inner.size' = True must be an integer"),
         ({"name": "adult", "inner": {"size": -1}}, "'top.inner.size' = -1 is invalid: must be positive"),
         ({"name": "adult"}, "missing key 'top.inner'"),
-        ({"name": "adult", "inner": {"size": 1}, "values": [1, "a"]}, "'top.values[1]' = 'a' must be a number"),
+        (
+            {"name": "adult", "inner": {"size": 1}, "values": [1, "a"]},
+            "'top.values[1]' = 'a' must be a number",
+        ),
         ({"name": "adult", "inner": {"size": 1}, "per": {"x": {"size": 0}}}, "must be positive"),
     ],
 )

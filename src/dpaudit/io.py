@@ -28,6 +28,7 @@ def atomic_path(destination: str | Path) -> Iterator[Path]:
     tmp = Path(tmp_name)
     try:
         yield tmp
+        os.chmod(tmp, 0o644)
         os.replace(tmp, destination)
     finally:
         if tmp.exists():
@@ -42,6 +43,7 @@ def atomic_directory(destination: str | Path) -> Iterator[Path]:
     tmp = Path(tempfile.mkdtemp(prefix=f".{destination.name}.", suffix=".tmp", dir=destination.parent))
     try:
         yield tmp
+        os.chmod(tmp, 0o755)
         if destination.exists():
             shutil.rmtree(destination)
         os.replace(tmp, destination)
@@ -63,7 +65,8 @@ def _json_default(value: Any) -> Any:
 def write_json(destination: str | Path, data: Any) -> None:
     """Write ``data`` as indented JSON atomically (numpy scalars and arrays allowed)."""
     with atomic_path(destination) as tmp:
-        tmp.write_text(json.dumps(data, indent=2, sort_keys=False, default=_json_default, allow_nan=False) + "\n")
+        text = json.dumps(data, indent=2, default=_json_default, allow_nan=False)
+        tmp.write_text(text + "\n")
 
 
 def read_json(path: str | Path) -> Any:
@@ -79,6 +82,5 @@ def read_json(path: str | Path) -> Any:
 
 def write_npz(destination: str | Path, arrays: Mapping[str, Any]) -> None:
     """Write a compressed ``.npz`` atomically."""
-    with atomic_path(destination) as tmp:
-        with open(tmp, "wb") as handle:
-            np.savez_compressed(handle, **arrays)
+    with atomic_path(destination) as tmp, open(tmp, "wb") as handle:
+        np.savez_compressed(handle, **arrays)

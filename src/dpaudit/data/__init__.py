@@ -1,1 +1,8 @@
-"""Dataset registry, download, parsing and preparation."""
+"""Dataset registry, download, parsing and preparation.
+
+- :mod:`dpaudit.data.registry`: datasets, their official files, URLs and integrity facts.
+- :mod:`dpaudit.data.download`: ``download_dataset`` (mirror, vendored copy or network; verified, atomic).
+- :mod:`dpaudit.data.parsers`: official file formats → features and labels.
+- :mod:`dpaudit.data.prepare`: ``DataConfig`` (params section ``data``) and ``prepare_dataset``.
+- :mod:`dpaudit.data.prepared`: ``PreparedData``, the schema every later stage reads.
+"""

@@ -1,0 +1,159 @@
+"""The ``prepare`` stage: parsed population → D, the pool U \\ D and an evaluation set, drawn with the seed.
+
+Configuration is the ``data`` section of ``params.yaml`` (:class:`DataConfig`). The split is a pure
+function (:func:`draw_split`) of the population size, the two sizes and the seed; :func:`prepare_dataset`
+adds the I/O: parse the raw files, draw, write ``data/prepared/<ds>.npz`` atomically.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from dpaudit.config import from_mapping, require, section
+from dpaudit.data.download import resolve_mirror
+from dpaudit.data.prepared import PreparedData
+from dpaudit.data.registry import DATASET_NAMES, get_dataset
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PrepareConfig:
+    """Sizes of the training set D and of the held-out evaluation set (``data.prepare.<ds>``)."""
+
+    train_size: int
+    eval_size: int
+
+
+@dataclass(frozen=True)
+class MnistPrepareConfig(PrepareConfig):
+    """MNIST adds ``pool``: the official split(s) forming the population (``test`` needs no train images)."""
+
+    pool: Literal["train", "test", "all"] = "test"
+
+
+@dataclass(frozen=True)
+class PrepareSection:
+    """``data.prepare``: one entry per registry dataset; an unknown dataset name is an unknown key."""
+
+    adult: PrepareConfig = field(default_factory=lambda: PrepareConfig(train_size=1000, eval_size=5000))
+    digits: PrepareConfig = field(default_factory=lambda: PrepareConfig(train_size=100, eval_size=500))
+    mnist: MnistPrepareConfig = field(
+        default_factory=lambda: MnistPrepareConfig(train_size=100, eval_size=1000, pool="test")
+    )
+    purchase100: PrepareConfig = field(default_factory=lambda: PrepareConfig(train_size=1000, eval_size=5000))
+    cifar10: PrepareConfig = field(default_factory=lambda: PrepareConfig(train_size=1000, eval_size=5000))
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """The ``data`` section of ``params.yaml``: mirror, seed, enabled datasets, per-dataset sizes."""
+
+    mirror: str | None = None
+    seed: int = 0
+    datasets: tuple[str, ...] = ("adult", "digits")
+    prepare: PrepareSection = field(default_factory=PrepareSection)
+
+    def __post_init__(self) -> None:
+        known = f"one of {list(DATASET_NAMES)}"
+        for i, name in enumerate(self.datasets):
+            require(name in DATASET_NAMES, f"data.datasets[{i}]", name, f"must be {known}")
+        unique = len(set(self.datasets)) == len(self.datasets)
+        require(unique, "data.datasets", list(self.datasets), "must not repeat a dataset")
+        require(self.seed >= 0, "data.seed", self.seed, "must be >= 0")
+        for name in DATASET_NAMES:
+            sizes = getattr(self.prepare, name)
+            where = f"data.prepare.{name}"
+            require(sizes.train_size >= 1, f"{where}.train_size", sizes.train_size, "must be >= 1")
+            require(sizes.eval_size >= 0, f"{where}.eval_size", sizes.eval_size, "must be >= 0")
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> DataConfig:
+        """Build and validate from the whole params mapping (reads its ``data`` section)."""
+        return from_mapping(cls, section(params, "data"), "data")
+
+    def prepare_for(self, name: str) -> PrepareConfig:
+        """The ``data.prepare.<name>`` entry; an unknown dataset is a :class:`ParamsError`."""
+        require(name in DATASET_NAMES, "dataset", name, f"must be one of {list(DATASET_NAMES)}")
+        return getattr(self.prepare, name)
+
+    def pool_for(self, name: str) -> str | None:
+        """The population pool of a pooled dataset (mnist), ``None`` for the others."""
+        return getattr(self.prepare_for(name), "pool", None)
+
+    def mirror_path(self) -> Path | None:
+        """The mirror in effect: env ``DPAUDIT_DATA_MIRROR`` when set, else ``data.mirror``."""
+        return resolve_mirror(self.mirror)
+
+
+def draw_split(
+    n: int, train_size: int, eval_size: int, seed: int, where: str = "data.prepare"
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Indices ``(train, pool, eval)`` of a population of ``n`` rows: disjoint, sorted, covering ``0..n-1``.
+
+    One permutation from ``numpy.random.default_rng(seed)``: its first ``train_size`` entries are D,
+    the next ``eval_size`` the evaluation set, the rest the pool U \\ D (minus the evaluation set).
+    Sizes that do not fit are a :class:`ParamsError` naming ``<where>.train_size``.
+    """
+    require(
+        train_size + eval_size <= n,
+        f"{where}.train_size",
+        train_size,
+        f"train_size + eval_size = {train_size} + {eval_size} exceeds the population of {n} rows",
+    )
+    order = np.random.default_rng(seed).permutation(n)
+    train = np.sort(order[:train_size])
+    evaluation = np.sort(order[train_size : train_size + eval_size])
+    pool = np.sort(order[train_size + eval_size :])
+    return train.astype(np.int64), pool.astype(np.int64), evaluation.astype(np.int64)
+
+
+def build_prepared(name: str, raw_dir: str | Path, config: DataConfig) -> PreparedData:
+    """Parse ``raw_dir`` (the download stage's output) and draw the split; no files are written."""
+    spec = get_dataset(name)
+    sizes = config.prepare_for(name)
+    pool = spec.check_pool(config.pool_for(name))
+    raw_dir = Path(raw_dir)
+    if spec.files and not raw_dir.is_dir():
+        raise FileNotFoundError(f"{raw_dir} does not exist: run `dvc repro download@{name}` first")
+    parsed = spec.parse(raw_dir, pool)
+    train, rest, evaluation = draw_split(
+        len(parsed.X), sizes.train_size, sizes.eval_size, config.seed, where=f"data.prepare.{name}"
+    )
+    if len(rest) == 0:
+        log.warning("%s: train_size + eval_size use the whole population; the pool U \\ D is empty", name)
+    return PreparedData(
+        name=name,
+        kind=parsed.kind,
+        X=parsed.X.astype(np.float32, copy=False),
+        y=parsed.y.astype(np.int64, copy=False),
+        num_classes=parsed.num_classes,
+        feature_names=parsed.feature_names,
+        train_idx=train,
+        pool_idx=rest,
+        eval_idx=evaluation,
+    )
+
+
+def prepare_dataset(name: str, raw_dir: str | Path, config: DataConfig, out_path: str | Path) -> PreparedData:
+    """The prepare stage: parse, split with ``config.seed`` and write ``out_path`` (``.npz``) atomically."""
+    prepared = build_prepared(name, raw_dir, config)
+    prepared.save(out_path)
+    log.info(
+        "%s: %d rows, input %s, %d classes; |D| = %d, |pool| = %d, |eval| = %d → %s",
+        name,
+        len(prepared.X),
+        prepared.input_shape,
+        prepared.num_classes,
+        len(prepared.train_idx),
+        len(prepared.pool_idx),
+        len(prepared.eval_idx),
+        out_path,
+    )
+    return prepared

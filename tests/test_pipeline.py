@@ -1,0 +1,108 @@
+"""End to end: `dvc repro` of the data stages in a temporary copy of the repository."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dpaudit.data.prepared import PreparedData
+
+REPO = Path(__file__).resolve().parents[1]
+COPIED = [
+    "dvc.yaml", "params.yaml", "pyproject.toml", ".dvc/config", ".dvcignore", "stages", "src", "data/vendor",
+]
+
+
+def copy_repository(destination: Path) -> Path:
+    """A git + DVC working copy of the project's sources (no outputs, no environment)."""
+    for name in COPIED:
+        source = REPO / name
+        target = destination / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_dir():
+            shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+        else:
+            shutil.copy2(source, target)
+    env = pipeline_env()
+    for command in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-qm", "copy"]):
+        subprocess.run(command, cwd=destination, check=True, env=env)
+    return destination
+
+
+def pipeline_env() -> dict[str, str]:
+    """The environment a user has after activating the project's virtualenv."""
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    env.update(
+        DPAUDIT_PROGRESS="0",
+        TF_CPP_MIN_LOG_LEVEL="2",
+        GIT_AUTHOR_NAME="t",
+        GIT_AUTHOR_EMAIL="t@example.invalid",
+        GIT_COMMITTER_NAME="t",
+        GIT_COMMITTER_EMAIL="t@example.invalid",
+    )
+    return env
+
+
+def dvc(workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "dvc"), *args],
+        cwd=workdir,
+        env=pipeline_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+@pytest.mark.slow
+def test_dvc_repro_prepares_default_datasets(tmp_path):
+    work = copy_repository(tmp_path / "repo")
+    result = dvc(work, "repro", "prepare@adult", "prepare@digits")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+    adult = PreparedData.load(work / "data/prepared/adult.npz")
+    assert adult.kind == "tabular" and adult.num_classes == 2
+    assert len(adult.train_idx) == 1000 and len(adult.eval_idx) == 5000
+    # 30,162 + 15,060 complete rows of adult.data and adult.test form the population.
+    assert len(adult.X) == 45222
+    assert len(adult.pool_idx) == 45222 - 1000 - 5000
+    assert adult.X.dtype == np.float32 and np.isfinite(adult.X).all()
+
+    digits = PreparedData.load(work / "data/prepared/digits.npz")
+    assert digits.kind == "image" and digits.X.shape == (1797, 8, 8, 1) and digits.num_classes == 10
+    assert len(digits.train_idx) == 100 and digits.X.min() >= 0.0 and digits.X.max() <= 1.0
+
+    again = dvc(work, "status", "prepare@adult", "prepare@digits")
+    assert again.returncode == 0 and "up to date" in again.stdout, again.stdout
+
+
+@pytest.mark.slow
+def test_failed_download_leaves_no_output(tmp_path):
+    """A corrupted mirror file stops download@mnist with the file named and nothing written."""
+    mirror = tmp_path / "mirror" / "mnist"
+    mirror.mkdir(parents=True)
+    for name in ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz", "train-labels-idx1-ubyte.gz"):
+        (mirror / name).write_bytes(b"not the official file")
+    work = copy_repository(tmp_path / "repo")
+    params = (work / "params.yaml").read_text()
+    params = params.replace("datasets: [adult, digits]", "datasets: [adult, digits, mnist]")
+    (work / "params.yaml").write_text(params)
+    env_mirror = {"DPAUDIT_DATA_MIRROR": str(tmp_path / "mirror")}
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "dvc"), "repro", "download@mnist"],
+        cwd=work,
+        env={**pipeline_env(), **env_mirror},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode != 0
+    assert "t10k-images-idx3-ubyte.gz" in result.stdout + result.stderr
+    assert not (work / "data/raw/mnist").exists()
