@@ -19,8 +19,9 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	@touch $@
 
+# Stage commands call `python`: run them inside the virtualenv.
 run: env
-	$(BIN)/dvc repro
+	. $(BIN)/activate && dvc repro
 
 lint: env
 	$(BIN)/ruff check src stages tests benchmarks
@@ -36,4 +37,4 @@ chromium:
 	fi
 
 test: env lint chromium
-	DPAUDIT_PROGRESS=0 TF_CPP_MIN_LOG_LEVEL=2 $(BIN)/python -m pytest
+	. $(BIN)/activate && DPAUDIT_PROGRESS=0 TF_CPP_MIN_LOG_LEVEL=2 python -m pytest

@@ -101,7 +101,8 @@ def _convert(value: Any, tp: Any, key: str) -> Any:
             item_types = list(args)
         else:
             item_types = [args[0] if args else Any] * len(value)
-        items = [_convert(v, t, f"{key}[{i}]") for i, (v, t) in enumerate(zip(value, item_types, strict=True))]
+        pairs = enumerate(zip(value, item_types, strict=True))
+        items = [_convert(v, t, f"{key}[{i}]") for i, (v, t) in pairs]
         return tuple(items) if origin is tuple else items
     if origin in (dict, Mapping) or tp is dict:
         if not isinstance(value, Mapping):
