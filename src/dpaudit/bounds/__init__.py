@@ -1,0 +1,73 @@
+"""Privacy bounds: accountants' ε upper bounds, identifiability scores, empirical ε, Epsilon*.
+
+Pure functions on numbers and arrays (no TensorFlow); dp_accounting is imported lazily by the
+accountants that need it.
+"""
+
+from dpaudit.bounds.accountants import (
+    ACCOUNTANTS,
+    all_epsilons,
+    calibrate_noise_multiplier,
+    compute_epsilon,
+    epsilon_rdp_heterogeneous,
+    gaussian_delta,
+    gaussian_epsilon,
+    rdp_epsilon_and_order,
+)
+from dpaudit.bounds.empirical import (
+    THRESHOLD_METHODS,
+    EpsilonLowerBound,
+    ThresholdBound,
+    advantage_from_epsilon,
+    di_advantage_from_wins,
+    epsilon_from_advantage,
+    epsilon_from_di_advantage,
+    epsilon_from_posterior_belief,
+    epsilon_lower_from_counts,
+    epsilon_lower_from_scores,
+)
+from dpaudit.bounds.epsilon_star import (
+    EpsilonStar,
+    default_delta,
+    epsilon_star_empirical,
+    epsilon_star_parametric,
+    logit_loss,
+)
+from dpaudit.bounds.identifiability import (
+    epsilon_from_rho_alpha,
+    epsilon_from_rho_beta,
+    rho_alpha_from_epsilon,
+    rho_alpha_from_rdp,
+    rho_beta_from_epsilon,
+)
+
+__all__ = [
+    "ACCOUNTANTS",
+    "THRESHOLD_METHODS",
+    "EpsilonLowerBound",
+    "EpsilonStar",
+    "ThresholdBound",
+    "advantage_from_epsilon",
+    "all_epsilons",
+    "calibrate_noise_multiplier",
+    "compute_epsilon",
+    "default_delta",
+    "di_advantage_from_wins",
+    "epsilon_from_advantage",
+    "epsilon_from_di_advantage",
+    "epsilon_from_posterior_belief",
+    "epsilon_from_rho_alpha",
+    "epsilon_from_rho_beta",
+    "epsilon_lower_from_counts",
+    "epsilon_lower_from_scores",
+    "epsilon_rdp_heterogeneous",
+    "epsilon_star_empirical",
+    "epsilon_star_parametric",
+    "gaussian_delta",
+    "gaussian_epsilon",
+    "logit_loss",
+    "rdp_epsilon_and_order",
+    "rho_alpha_from_epsilon",
+    "rho_alpha_from_rdp",
+    "rho_beta_from_epsilon",
+]

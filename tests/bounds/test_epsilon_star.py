@@ -1,0 +1,153 @@
+"""Epsilon* (Negoescu et al.): closed forms for normal scores, Eq. 7 by hand, transform, properties."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from scipy.stats import norm
+
+from dpaudit.bounds import epsilon_star as es
+from dpaudit.bounds.accountants import gaussian_epsilon
+
+
+def test_default_delta():
+    assert es.default_delta(1000) == pytest.approx(1 / (1000 * math.log(1000)))
+    with pytest.raises(ValueError, match="n_members"):
+        es.default_delta(1)
+
+
+@pytest.mark.parametrize(("mu", "delta"), [(0.25, 1e-3), (0.5, 1e-3), (0.5, 1e-4)])
+def test_gaussian_supremum_is_analytic_gaussian_epsilon(mu, delta):
+    # With equal variances the threshold tests are Neyman–Pearson optimal, so the supremum of Eq. 7 is
+    # the ε(δ) of the Gaussian mechanism with sensitivity/σ = μ (Balle & Wang 2018), when the optimal
+    # rates lie inside (δ, 1 − δ).
+    value, _, t, eta = es.epsilon_star_gaussian(0.0, 1.0, mu, 1.0, delta)
+    assert value == pytest.approx(gaussian_epsilon(mu, delta), rel=1e-6)
+    assert delta < t < 1 - delta and delta < eta < 1 - delta
+
+
+def test_gaussian_supremum_on_the_rate_boundary():
+    # Well-separated normals: the supremum is reached as the FNR η falls to δ (App. B's restriction):
+    # ε* = log((1 − δ − Φ(z_{1−δ} − μ)) / δ), below the unrestricted ε(δ).
+    mu, delta = 2.0, 1e-3
+    expected = math.log((1 - delta - norm.cdf(norm.ppf(1 - delta) - mu)) / delta)
+    value, _, _, eta = es.epsilon_star_gaussian(0.0, 1.0, mu, 1.0, delta)
+    assert value == pytest.approx(expected, rel=1e-6)
+    assert eta == pytest.approx(delta, rel=1e-6)
+    assert value < gaussian_epsilon(mu, delta)
+
+
+def test_parametric_on_normal_losses_matches_closed_form():
+    rng = np.random.default_rng(0)
+    members, nonmembers = rng.normal(0.0, 1.0, 20_000), rng.normal(0.5, 1.0, 20_000)
+    delta = 1e-3
+    result = es.epsilon_star_parametric(members, nonmembers, delta, transform=False)
+    assert result.method == "parametric" and result.ks_pvalue > 0.01
+    assert result.epsilon_star == pytest.approx(gaussian_epsilon(0.5, delta), abs=0.1)
+    # Members (low losses) are rejected below the threshold: t is the non-member share below it.
+    assert result.fpr == pytest.approx(norm.cdf(result.threshold, nonmembers.mean(), nonmembers.std()))
+
+
+def test_identical_losses_give_zero():
+    rng = np.random.default_rng(1)
+    losses = rng.gamma(2.0, 5.0, 500)
+    assert es.epsilon_star_empirical(losses, losses.copy()).epsilon_star == 0.0
+    assert es.epsilon_star_parametric(losses, losses.copy()).epsilon_star == pytest.approx(0.0, abs=1e-9)
+    constant = np.full(50, 0.3)
+    assert es.epsilon_star_parametric(constant, constant).epsilon_star == 0.0
+
+
+def test_identical_distributions_parametric_near_zero():
+    # Same distribution, independent samples: the parametric estimate is close to 0 and closer than the
+    # empirical one (Negoescu et al. App. B, Fig. 4).
+    rng = np.random.default_rng(2)
+    members, nonmembers = rng.normal(size=20_000), rng.normal(size=20_000)
+    parametric = es.epsilon_star_parametric(members, nonmembers).epsilon_star
+    empirical = es.epsilon_star_empirical(members, nonmembers).epsilon_star
+    assert 0.0 <= parametric < 0.25
+    assert parametric < empirical
+
+
+def test_monotone_in_separation():
+    rng = np.random.default_rng(3)
+    members, base = rng.normal(size=5000), rng.normal(size=5000)
+    for estimator in (es.epsilon_star_parametric, es.epsilon_star_empirical):
+        values = [estimator(members, base + shift).epsilon_star for shift in (0.0, 0.5, 1.0, 2.0, 3.0)]
+        assert all(a < b for a, b in itertools.pairwise(values)), values
+
+
+def test_empirical_matches_eq7_by_hand():
+    members = np.array([0.1, 0.4, 0.5, 0.9, 1.2])
+    nonmembers = np.array([0.3, 0.8, 1.0, 1.5, 2.0, 2.5])
+    delta = 0.01
+    best = 0.0
+    for tau in np.concatenate([members, nonmembers]):
+        t = np.mean(nonmembers <= tau)
+        eta = np.mean(members > tau)
+        if 0 < t < 1 and 0 < eta < 1:
+            ratios = [
+                (1 - delta - eta) / t,
+                (1 - delta - t) / eta,
+                (eta - delta) / (1 - t),
+                (t - delta) / (1 - eta),
+                1,
+            ]
+            best = max(best, math.log(max(ratios)))
+    result = es.epsilon_star_empirical(members, nonmembers, delta, rate_band=(0.0, 1.0))
+    assert result.epsilon_star == pytest.approx(best)
+    assert best == pytest.approx(math.log((1 - delta - 2 / 5) / (1 / 6)))  # τ = 0.5: t = 1/6, η = 2/5
+    assert result.threshold == 0.5
+
+
+def test_logit_transform_is_increasing_and_follows_app_b():
+    members, nonmembers = np.array([0.0, 1.0, 2.0]), np.array([3.0, 4.0])
+    tm, tn = es.logit_transform(members, nonmembers)
+    x = np.concatenate([members, nonmembers]) / 4.0 + 1.0  # normalise, shift
+    p = np.exp(-x)
+    np.testing.assert_allclose(np.concatenate([tm, tn]), -(np.log(p) - np.log(1 - p)))
+    assert np.all(np.diff(np.concatenate([tm, tn])) > 0)
+
+
+def test_logit_loss_binary_and_multiclass():
+    p = np.array([0.9, 0.2])
+    y = np.array([1, 0])
+    expected = (1 - 2 * y) * (np.log(p) - np.log(1 - p))
+    np.testing.assert_allclose(es.logit_loss(p, y), expected)
+    np.testing.assert_allclose(es.logit_loss(p[:, None], y), expected)
+    # Two-column softmax output gives the same loss as the binary form.
+    np.testing.assert_allclose(es.logit_loss(np.stack([1 - p, p], axis=1), y), expected)
+    probs = np.array([[0.7, 0.2, 0.1], [0.1, 0.1, 0.8]])
+    labels = np.array([0, 2])
+    np.testing.assert_allclose(es.logit_loss(probs, labels), [-math.log(0.7 / 0.3), -math.log(0.8 / 0.2)])
+    np.testing.assert_allclose(es.logit_loss(probs, np.eye(3)[labels]), es.logit_loss(probs, labels))
+    assert np.all(np.isfinite(es.logit_loss(np.array([0.0, 1.0]), np.array([1, 0]))))
+    with pytest.raises(ValueError, match="labels"):
+        es.logit_loss(probs, np.array([0, 3]))
+
+
+def test_bad_losses():
+    with pytest.raises(ValueError, match="member_losses"):
+        es.epsilon_star_parametric(np.array([1.0, np.nan]), np.array([1.0, 2.0]))
+    with pytest.raises(ValueError, match="nonmember_losses"):
+        es.epsilon_star_empirical(np.array([1.0, 2.0]), np.array([1.0]))
+    with pytest.raises(ValueError, match="delta"):
+        es.epsilon_star_empirical(np.array([1.0, 2.0]), np.array([1.0, 3.0]), delta=0.7)
+
+
+losses = st.lists(st.floats(-1e6, 1e6, allow_nan=False, allow_infinity=False), min_size=2, max_size=40)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(members=losses, nonmembers=losses, delta=st.floats(1e-6, 0.2))
+def test_never_negative_and_finite(members, nonmembers, delta):
+    for estimator in (es.epsilon_star_parametric, es.epsilon_star_empirical):
+        result = estimator(np.array(members), np.array(nonmembers), delta)
+        assert np.isfinite(result.epsilon_star)
+        assert result.epsilon_star >= 0.0
+    parametric = es.epsilon_star_parametric(np.array(members), np.array(nonmembers), delta)
+    assert parametric.epsilon_star <= math.log(1 / delta)  # rates restricted to (δ, 1 − δ)
