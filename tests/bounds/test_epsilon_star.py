@@ -32,13 +32,14 @@ def test_gaussian_supremum_is_analytic_gaussian_epsilon(mu, delta):
 
 
 def test_gaussian_supremum_on_the_rate_boundary():
-    # Well-separated normals: the supremum is reached as the FNR η falls to δ (App. B's restriction):
+    # Well-separated normals: the supremum is reached as a rate falls to δ (App. B's band edge):
     # ε* = log((1 − δ − Φ(z_{1−δ} − μ)) / δ), below the unrestricted ε(δ).
     mu, delta = 2.0, 1e-3
     expected = math.log((1 - delta - norm.cdf(norm.ppf(1 - delta) - mu)) / delta)
-    value, _, _, eta = es.epsilon_star_gaussian(0.0, 1.0, mu, 1.0, delta)
+    value, _, t, eta = es.epsilon_star_gaussian(0.0, 1.0, mu, 1.0, delta)
     assert value == pytest.approx(expected, rel=1e-6)
-    assert eta == pytest.approx(delta, rel=1e-6)
+    # Equal variances make the two tails symmetric: the supremum sits where η or t reaches δ.
+    assert min(t, eta) == pytest.approx(delta, rel=1e-6)
     assert value < gaussian_epsilon(mu, delta)
 
 
@@ -98,10 +99,25 @@ def test_empirical_matches_eq7_by_hand():
                 1,
             ]
             best = max(best, math.log(max(ratios)))
-    result = es.epsilon_star_empirical(members, nonmembers, delta, rate_band=(0.0, 1.0))
+    result = es.epsilon_star_empirical(members, nonmembers, delta, rate_floor=0.0)
     assert result.epsilon_star == pytest.approx(best)
     assert best == pytest.approx(math.log((1 - delta - 2 / 5) / (1 / 6)))  # τ = 0.5: t = 1/6, η = 2/5
     assert result.threshold == 0.5
+
+
+def test_separated_groups_score_high_not_zero():
+    # No threshold keeps both rates inside App. B's band when the groups do not overlap; flooring the
+    # denominators there (instead of dropping those thresholds) gives the largest score, log((1 − δ)/floor),
+    # not 0: a model that separates members perfectly must not look private.
+    rng = np.random.default_rng(7)
+    members, nonmembers = rng.normal(0.0, 1.0, 2000), rng.normal(8.0, 1.0, 2000)
+    delta = es.default_delta(2000)
+    parametric = es.epsilon_star_parametric(members, nonmembers, transform=False)
+    assert parametric.epsilon_star == pytest.approx(math.log((1 - 2 * delta) / delta), abs=0.05)
+    empirical = es.epsilon_star_empirical(members, nonmembers)
+    assert empirical.epsilon_star == pytest.approx(math.log((1 - delta) / 0.001), rel=1e-6)
+    overlapping = es.epsilon_star_empirical(members, nonmembers - 4.0).epsilon_star
+    assert 0.0 < overlapping < empirical.epsilon_star
 
 
 def test_logit_transform_is_increasing_and_follows_app_b():

@@ -7,12 +7,17 @@ log of the largest of (1−δ−η)/t, (1−δ−t)/η, (η−δ)/(1−t), (t−
 
 Two estimators of (t, η):
 
-* :func:`epsilon_star_empirical` — empirical CDFs at every distinct loss (sort-based sweep);
-  rates outside an open band (default (0.001, 0.999), as in App. B's simulation) are dropped
-  because ratios of tiny empirical rates are mostly noise (and a zero rate gives ∞).
+* :func:`epsilon_star_empirical` — empirical CDFs at every distinct loss (sort-based sweep).
 * :func:`epsilon_star_parametric` — App. B: normalise losses to [0, 1], shift by 1, p = e^{−loss},
-  φ = logit(p), fit one normal per group, evaluate the fitted CDFs densely, keep t and η in
-  (δ, 1 − δ), take the supremum (§3.1). A Kolmogorov–Smirnov p-value reports how normal φ is.
+  φ = logit(p), fit one normal per group, evaluate the fitted CDFs densely, take the supremum
+  (§3.1). A Kolmogorov–Smirnov p-value reports how normal φ is.
+
+App. B drops thresholds whose rates leave a band ((0.001, 0.999) empirical, (δ, 1 − δ)
+parametric) for numerical stability. Dropping them makes two groups that do not overlap at all
+score 0 — a perfectly memorising model would look private. We keep every threshold and instead
+floor each ratio's denominator (t, η, 1 − t, 1 − η) at the band's lower edge: a larger
+denominator can only lower a ratio, so the estimate stays conservative, is finite, and agrees
+with the banded one wherever some threshold has both rates inside the band.
 
 Nothing here exists in a library; the sweep and the supremum are hand-written with numpy/scipy.
 """
@@ -38,7 +43,7 @@ __all__ = [
     "logit_transform",
 ]
 
-EMPIRICAL_RATE_BAND = (0.001, 0.999)
+EMPIRICAL_RATE_FLOOR = 0.001
 
 
 @dataclass(frozen=True)
@@ -113,20 +118,18 @@ def _resolve_delta(delta: float | None, n_members: int) -> float:
     return delta
 
 
-def epsilon_star_from_rates(fpr: np.ndarray, fnr: np.ndarray, delta: float) -> np.ndarray:
-    """Per-threshold log max of the four ratios and 1 — Negoescu et al. Eq. 7 (vectorised, ≥ 0)."""
+def epsilon_star_from_rates(fpr: np.ndarray, fnr: np.ndarray, delta: float, floor: float = 0.0) -> np.ndarray:
+    """Per-threshold log max of the four ratios and 1 — Negoescu et al. Eq. 7 (vectorised, ≥ 0).
+
+    Denominators are floored at ``floor`` (conservative, see the module docstring); a ratio whose
+    denominator is still 0 (``floor`` = 0) is left out rather than counted as infinite.
+    """
     t = np.asarray(fpr, dtype=np.float64)
     eta = np.asarray(fnr, dtype=np.float64)
+    numerators = np.stack([1.0 - delta - eta, 1.0 - delta - t, eta - delta, t - delta])
+    denominators = np.maximum(np.stack([t, eta, 1.0 - t, 1.0 - eta]), floor)
     with np.errstate(divide="ignore", invalid="ignore"):
-        ratios = np.stack(
-            [
-                (1.0 - delta - eta) / t,
-                (1.0 - delta - t) / eta,
-                (eta - delta) / (1.0 - t),
-                (t - delta) / (1.0 - eta),
-            ]
-        )
-    ratios = np.where(np.isnan(ratios), 0.0, ratios)
+        ratios = np.where(denominators > 0.0, numerators / denominators, 0.0)
     return np.log(np.maximum(ratios.max(axis=0), 1.0))
 
 
@@ -134,26 +137,24 @@ def epsilon_star_empirical(
     member_losses: np.ndarray,
     nonmember_losses: np.ndarray,
     delta: float | None = None,
-    rate_band: tuple[float, float] = EMPIRICAL_RATE_BAND,
+    rate_floor: float = EMPIRICAL_RATE_FLOOR,
 ) -> EpsilonStar:
     """Epsilon* from empirical CDFs over every distinct loss threshold — Negoescu et al. Eq. 7.
 
-    t(τ) = share of non-members with loss ≤ τ, η(τ) = share of members with loss > τ; only
-    thresholds with both rates inside the open ``rate_band`` count (App. B). δ defaults to
-    1/(n ln n) with n the member count.
+    t(τ) = share of non-members with loss ≤ τ, η(τ) = share of members with loss > τ. Ratio
+    denominators are floored at ``rate_floor`` (App. B's band edge, 0.001): empirical rates below
+    it are mostly noise. δ defaults to 1/(n ln n) with n the member count.
     """
     members = _as_losses(member_losses, "member_losses")
     nonmembers = _as_losses(nonmember_losses, "nonmember_losses")
     delta = _resolve_delta(delta, members.size)
-    low, high = rate_band
-    if not 0.0 <= low < high <= 1.0:
-        raise ValueError(f"rate_band must satisfy 0 <= low < high <= 1, got {rate_band!r}")
+    if not 0.0 <= rate_floor < 0.5:
+        raise ValueError(f"rate_floor must lie in [0, 0.5), got {rate_floor!r}")
     members_sorted, nonmembers_sorted = np.sort(members), np.sort(nonmembers)
     thresholds = np.unique(np.concatenate([members_sorted, nonmembers_sorted]))
     t = np.searchsorted(nonmembers_sorted, thresholds, side="right") / nonmembers.size
     eta = 1.0 - np.searchsorted(members_sorted, thresholds, side="right") / members.size
-    keep = (t > low) & (t < high) & (eta > low) & (eta < high)
-    return _best(thresholds[keep], t[keep], eta[keep], delta, "empirical", members.size, nonmembers.size)
+    return _best(thresholds, t, eta, delta, "empirical", members.size, nonmembers.size, floor=rate_floor)
 
 
 def _best(
@@ -164,10 +165,11 @@ def _best(
     method: str,
     n_members: int,
     n_nonmembers: int,
+    floor: float = 0.0,
     **ks: float,
 ) -> EpsilonStar:
     nan = float("nan")
-    values = epsilon_star_from_rates(t, eta, delta)
+    values = epsilon_star_from_rates(t, eta, delta, floor)
     if values.size == 0 or values.max() <= 0.0:
         return EpsilonStar(
             0.0,
@@ -235,9 +237,9 @@ def epsilon_star_gaussian(
     """Supremum of Eq. 7 over thresholds for normal member/non-member scores — Negoescu et al. §3.1.
 
     Rejection region "member if score ≤ s". Thresholds are the quantiles of both normals at levels
-    spread linearly and geometrically towards δ and 1 − δ, restricted to t, η ∈ (δ, 1 − δ) (App. B),
-    then refined by a bounded scalar search around the best grid point. Returns
-    (ε*, s*, t(s*), η(s*)).
+    spread linearly and geometrically towards δ and 1 − δ, with ratio denominators floored at δ
+    (App. B's band, applied conservatively), then refined by a bounded scalar search around the best
+    grid point. Returns (ε*, s*, t(s*), η(s*)).
     """
     if not (member_std > 0 and nonmember_std > 0):
         raise ValueError(f"standard deviations must be > 0, got {member_std!r}, {nonmember_std!r}")
@@ -257,8 +259,7 @@ def epsilon_star_gaussian(
 
     def value(x: np.ndarray) -> np.ndarray:
         t, eta = _gaussian_rates(x, member_mean, member_std, nonmember_mean, nonmember_std)
-        inside = (t > delta) & (t < 1.0 - delta) & (eta > delta) & (eta < 1.0 - delta)
-        return np.where(inside, epsilon_star_from_rates(t, eta, delta), 0.0)
+        return epsilon_star_from_rates(t, eta, delta, floor=delta)
 
     values = value(s)
     i = int(np.argmax(values))
