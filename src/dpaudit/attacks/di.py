@@ -1,0 +1,210 @@
+"""The differential-identifiability adversary A_DI,Gau (Bernau et al. Algorithm 1, Lemma 1).
+
+The adversary knows D and D′, the clipping norm, σ_i and θ_i of every step, and observes the
+noisy clipped gradient sum r_i. It computes both candidate clipped batch gradients μ_D and μ_D′
+at θ_i and updates its belief in D with the Gaussian likelihood ratio of r_i (Lemma 1), in log
+space: log-odds ← log-odds + LLR_i, belief = sigmoid(log-odds), so beliefs stay finite and exact
+even at ε = 50 where the densities themselves underflow. It decides for D iff the final belief
+in D exceeds 1/2 (step 15).
+
+The batch gradients of D and D′ differ only in the differing records, μ_D − μ_D′ = Δ_i (the
+trainer's tracked difference), and r_i − μ_b = σ_i ξ_i for the world b actually used, so
+
+    LLR_i = (‖r_i − μ_D′‖² − ‖r_i − μ_D‖²) / (2σ_i²) = ⟨ξ_i, Δ_i⟩/σ_i + s·‖Δ_i‖²/(2σ_i²),
+
+with s = +1 if b = D and −1 if b = D′. :func:`di_observer` records ⟨ξ_i, Δ_i⟩, ‖Δ_i‖² and σ_i
+inside the trainer's step (three scalars per trial and step, no gradient history) and
+:func:`log_likelihood_ratios` evaluates the formula in float64; it is the adversary's exact
+quantity without a second pass over D and D′.
+
+Beside it, the loss-threshold membership adversary of Yeom et al. on the differing record
+(Bernau Figs. 7–9 d) decides "member" when the record's loss is below the model's mean
+training loss.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import tensorflow as tf
+from scipy import stats
+from scipy.special import expit
+
+from dpaudit.bounds.accountants import epsilon_rdp_heterogeneous
+from dpaudit.bounds.empirical import epsilon_from_di_advantage
+from dpaudit.training.dpsgd import Observer, StepState
+
+
+def di_observer() -> Observer:
+    """Trainer observer recording per trial and step: ``dot`` ⟨ξ, Δ⟩, ``dd`` ‖Δ‖² and ``sigma``."""
+
+    def observe(state: StepState) -> dict[str, tf.Tensor]:
+        dot = None
+        dd = None
+        for xi, d in zip(state.noise, state.difference, strict=True):
+            axes = list(range(1, len(d.shape)))
+            a = tf.reduce_sum(xi * d, axis=axes)
+            b = tf.reduce_sum(tf.square(d), axis=axes)
+            dot = a if dot is None else dot + a
+            dd = b if dd is None else dd + b
+        return {"dot": dot, "dd": dd, "sigma": state.sigma}
+
+    return observe
+
+
+def log_likelihood_ratios(
+    dot: np.ndarray, dd: np.ndarray, sigma: np.ndarray, world: np.ndarray
+) -> np.ndarray:
+    """Per-step LLR_i = log p(r_i | D) − log p(r_i | D′), ``[T, k]`` in float64 (Lemma 1).
+
+    ``world[t]`` is 1 when trial t trained on D, 0 on D′. A step with Δ_i = 0 carries no
+    information (LLR 0); a noiseless step with Δ_i ≠ 0 identifies the world (±∞).
+    """
+    dot = np.asarray(dot, dtype=np.float64)
+    dd = np.asarray(dd, dtype=np.float64)
+    sigma = np.asarray(sigma, dtype=np.float64)
+    s = np.where(np.asarray(world)[:, None] == 1, 1.0, -1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        llr = dot / sigma + s * dd / (2.0 * sigma**2)
+    llr = np.where(dd == 0, 0.0, llr)
+    return np.where((sigma == 0) & (dd > 0), s * np.inf, llr)
+
+
+def belief_log_odds(llr: np.ndarray) -> np.ndarray:
+    """Running log-odds of the belief in D after each step (uniform prior: log-odds 0), ``[T, k]``."""
+    return np.cumsum(np.asarray(llr, dtype=np.float64), axis=1)
+
+
+def beliefs_from_log_odds(log_odds: np.ndarray) -> np.ndarray:
+    """β = sigmoid(log-odds), computed stably (Lemma 1)."""
+    return expit(np.asarray(log_odds, dtype=np.float64))
+
+
+def true_log_odds(final_log_odds_d: np.ndarray, world: np.ndarray) -> np.ndarray:
+    """Log-odds of the final belief in the dataset actually used (D if world = 1, else D′)."""
+    return np.where(np.asarray(world) == 1, final_log_odds_d, -np.asarray(final_log_odds_d))
+
+
+@dataclass(frozen=True)
+class Advantage:
+    """Adv = 2·wins/n − 1 with a Clopper–Pearson interval at ``confidence`` (Bernau Def. 5)."""
+
+    advantage: float
+    low: float
+    high: float
+    wins: int
+    trials: int
+    confidence: float
+
+
+def advantage(wins: int, trials: int, confidence: float = 0.95) -> Advantage:
+    """Advantage and its exact binomial (Clopper–Pearson) interval from scipy.stats.binomtest."""
+    if trials <= 0 or not 0 <= wins <= trials:
+        raise ValueError(f"need 0 <= wins <= trials and trials > 0, got wins={wins}, trials={trials}")
+    ci = stats.binomtest(int(wins), int(trials)).proportion_ci(confidence_level=confidence, method="exact")
+    return Advantage(
+        2.0 * wins / trials - 1.0,
+        2.0 * ci.low - 1.0,
+        2.0 * ci.high - 1.0,
+        int(wins),
+        int(trials),
+        float(confidence),
+    )
+
+
+@dataclass(frozen=True)
+class DIOutcome:
+    """Result of A_DI,Gau over n trials of one configuration."""
+
+    final_true_log_odds: np.ndarray  # [T] log-odds of the final belief in the true dataset
+    adv: Advantage
+    delta_prime: float  # share of trials whose final belief exceeds rho_beta
+    max_belief_log_odds: float
+
+    @property
+    def final_beliefs(self) -> np.ndarray:
+        return beliefs_from_log_odds(self.final_true_log_odds)
+
+
+def run_di(
+    dot: np.ndarray,
+    dd: np.ndarray,
+    sigma: np.ndarray,
+    world: np.ndarray,
+    rho_beta: float,
+    confidence: float = 0.95,
+) -> DIOutcome:
+    """Algorithm 1 over all trials: final beliefs, decision (β_k(D) > 1/2), Adv, δ′ = P̂(β_k > ρβ)."""
+    llr = log_likelihood_ratios(dot, dd, sigma, world)
+    final_d = belief_log_odds(llr)[:, -1] if llr.shape[1] else np.zeros(len(llr))
+    truth = true_log_odds(final_d, world)
+    wins = int(np.sum(truth > 0))
+    threshold = math.log(rho_beta / (1.0 - rho_beta))
+    return DIOutcome(
+        final_true_log_odds=truth,
+        adv=advantage(wins, len(truth), confidence),
+        delta_prime=float(np.mean(truth > threshold)),
+        max_belief_log_odds=float(np.max(truth)),
+    )
+
+
+def effective_noise_multipliers(sigma: np.ndarray, dd: np.ndarray) -> np.ndarray:
+    """σ_i / LS_i per trial and step: the noise multiplier relative to the actual difference (§5.3 i)."""
+    ls = np.sqrt(np.asarray(dd, dtype=np.float64))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(ls > 0, np.asarray(sigma, dtype=np.float64) / ls, np.inf)
+
+
+def epsilon_from_sensitivities(sigma: np.ndarray, dd: np.ndarray, delta: float) -> tuple[float, int]:
+    """ε′ (i): RDP ε of each trial's per-step effective noise multipliers, maximised over trials.
+
+    For full-batch Gaussian steps the RDP of order α is α·Σ_i 1/(2 z_i²), so the trial with the
+    largest Σ_i z_i⁻² has the largest ε; only that trial goes through the heterogeneous RDP
+    accountant (the maximum is exact). Returns (ε′, index of the maximising trial).
+    """
+    z = effective_noise_multipliers(sigma, dd)
+    score = np.sum(np.where(np.isfinite(z), 1.0 / np.square(np.where(np.isfinite(z), z, 1.0)), 0.0), axis=1)
+    worst = int(np.argmax(score))
+    if score[worst] == 0:
+        return 0.0, worst
+    return epsilon_rdp_heterogeneous(z[worst], delta, 1.0), worst
+
+
+def epsilon_from_beliefs(final_true_log_odds: np.ndarray) -> float:
+    """ε′ (ii): ln(β/(1−β)) of the largest final belief (Eq. 10), taken in log space; ≥ 0."""
+    return max(0.0, float(np.max(final_true_log_odds)))
+
+
+def epsilon_from_advantage(adv: float, delta: float) -> float:
+    """ε′ (iii): inverse of Thm. 2 (Eq. 15) at the empirical advantage (0 for Adv ≤ 0)."""
+    return epsilon_from_di_advantage(float(np.clip(adv, -1.0, 1.0)), delta)
+
+
+def expected_advantage_local(noise_multiplier: float, steps: int) -> float:
+    """2Φ(√k/(2z)) − 1: A_DI,Gau's advantage when σ_i = z·LS_i in every one of k steps (Thm. 2, Eq. 14)."""
+    if noise_multiplier <= 0:
+        return 1.0
+    return float(2.0 * stats.norm.cdf(math.sqrt(steps) / (2.0 * noise_multiplier)) - 1.0)
+
+
+def expected_delta_prime_local(noise_multiplier: float, steps: int, epsilon: float) -> float:
+    """P(β_k > ρβ) when σ_i = z·LS_i: the final log-odds in the true dataset are N(μ²/2, μ²) with
+    μ = √k/z, so δ′ → Φ((μ²/2 − ε)/μ). (ε, δ)-DP bounds a divergence, not this probability, which
+    can exceed δ (e.g. at small ε)."""
+    if noise_multiplier <= 0:
+        return 1.0
+    mu = math.sqrt(steps) / noise_multiplier
+    return float(stats.norm.cdf((mu * mu / 2.0 - epsilon) / mu))
+
+
+def yeom_membership(
+    record_loss: np.ndarray, threshold: np.ndarray, member: np.ndarray, confidence: float = 0.95
+) -> Advantage:
+    """Loss-threshold MI (Yeom et al.): guess "member" iff loss < threshold (the model's mean
+    training loss); ``member[t]`` says whether the record was in trial t's training set.
+    Adv = 2·correct/n − 1, comparable with the DI advantage."""
+    guess = np.asarray(record_loss) < np.asarray(threshold)
+    correct = int(np.sum(guess == np.asarray(member, dtype=bool)))
+    return advantage(correct, len(guess), confidence)

@@ -1,0 +1,151 @@
+"""Black-box membership inference from per-example losses (Yeom et al.'s loss-threshold attack).
+
+The adversary sees a trained model's loss on a query record and calls it a member when the loss
+is at most a threshold. Yeom et al. (2018, Alg. 1) use the model's average training loss as the
+threshold; Erlingsson et al. (§4) report the attack's TPR at a fixed 5 % FPR; the advantage
+TPR − FPR of the best threshold turns into an ε lower bound via Erlingsson et al. Prop. 3 (see
+:mod:`dpaudit.bounds`). Scores passed to the bounds library are *negated* losses, so that a higher
+score means "member" there.
+
+ROC quantities come from :func:`sklearn.metrics.roc_curve`; only the cross-entropy clipping and
+the average-loss rule are written here, because no library provides them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from sklearn.metrics import roc_curve
+
+#: Smallest probability used inside a logarithm (cross-entropy of a confident wrong prediction).
+PROBABILITY_FLOOR = 1e-12
+
+
+def _as_losses(values: np.ndarray, name: str) -> np.ndarray:
+    losses = np.asarray(values, dtype=np.float64).ravel()
+    if losses.size == 0:
+        raise ValueError(f"{name} is empty: the attack needs at least one loss")
+    if not np.all(np.isfinite(losses)):
+        raise ValueError(f"{name} contains NaN or infinite losses")
+    return losses
+
+
+def cross_entropy_loss(probabilities: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """Per-example cross-entropy −log p_y of predicted class probabilities.
+
+    ``probabilities`` is ``[..., n, C]`` (rows sum to one; leading axes, e.g. trials, are kept);
+    ``labels`` is ``[n]`` with values in ``0..C-1``. Probabilities are floored at
+    :data:`PROBABILITY_FLOOR` so a confidently wrong prediction gives a large finite loss.
+    """
+    probs = np.asarray(probabilities, dtype=np.float64)
+    labels = np.asarray(labels)
+    if probs.ndim < 2:
+        raise ValueError(f"probabilities must be [..., n, C], got shape {probs.shape}")
+    n, num_classes = probs.shape[-2], probs.shape[-1]
+    if labels.shape != (n,):
+        raise ValueError(
+            f"labels must have shape ({n},) to match probabilities {probs.shape}, got {labels.shape}"
+        )
+    if labels.size and (labels.min() < 0 or labels.max() >= num_classes):
+        raise ValueError(f"labels must lie in 0..{num_classes - 1}, got {labels.min()}..{labels.max()}")
+    picked = np.take_along_axis(probs, labels.reshape((1,) * (probs.ndim - 2) + (n, 1)), axis=-1)[..., 0]
+    return -np.log(np.clip(picked, PROBABILITY_FLOOR, 1.0))
+
+
+def losses_from_logits(logits: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Cross-entropy and Negoescu's logit loss (footnote 1) of softmax outputs, from the logits.
+
+    With logits z and true class y, p_y = softmax(z)_y gives cross-entropy −log p_y =
+    logsumexp(z) − z_y and logit loss −(log p_y − log(1 − p_y)) = logsumexp_{j≠y}(z_j) − z_y.
+    Working on logits in float64 (``scipy.special.logsumexp``) keeps both exact where float32
+    probabilities round to 1 and a probability-based logit loss would hit its clipping floor.
+    ``logits`` is ``[..., n, C]`` with ``C >= 2``; ``labels`` is ``[n]``.
+    """
+    from scipy.special import logsumexp
+
+    z = np.asarray(logits, dtype=np.float64)
+    labels = np.asarray(labels)
+    if z.ndim < 2 or z.shape[-1] < 2:
+        raise ValueError(f"logits must be [..., n, C] with C >= 2, got shape {z.shape}")
+    n, num_classes = z.shape[-2], z.shape[-1]
+    if labels.shape != (n,):
+        raise ValueError(f"labels must have shape ({n},) to match logits {z.shape}, got {labels.shape}")
+    if labels.size and (labels.min() < 0 or labels.max() >= num_classes):
+        raise ValueError(f"labels must lie in 0..{num_classes - 1}, got {labels.min()}..{labels.max()}")
+    onehot = np.arange(num_classes) == labels[:, None]  # [n, C]
+    z_true = np.sum(np.where(onehot, z, 0.0), axis=-1)
+    ce = logsumexp(z, axis=-1) - z_true
+    others = logsumexp(np.where(onehot, -np.inf, z), axis=-1)
+    return ce, others - z_true
+
+
+@dataclass(frozen=True)
+class LossThresholdAttack:
+    """Outcome of thresholding losses: guess "member" when ``loss <= threshold``."""
+
+    threshold: float
+    tpr: float
+    fpr: float
+
+    @property
+    def advantage(self) -> float:
+        """Membership advantage TPR − FPR (Yeom et al. Def. 4)."""
+        return self.tpr - self.fpr
+
+
+def loss_threshold_attack(
+    member_losses: np.ndarray, nonmember_losses: np.ndarray, threshold: float | None = None
+) -> LossThresholdAttack:
+    """Yeom et al.'s loss-threshold attack (Alg. 1); the default threshold is the average training loss.
+
+    The threshold is fixed before the adversary sees any non-member, so its TPR and FPR are
+    unbiased estimates for this model (unlike the best threshold picked on the same data).
+    """
+    members = _as_losses(member_losses, "member_losses")
+    nonmembers = _as_losses(nonmember_losses, "nonmember_losses")
+    tau = float(np.mean(members)) if threshold is None else float(threshold)
+    return LossThresholdAttack(
+        threshold=tau, tpr=float(np.mean(members <= tau)), fpr=float(np.mean(nonmembers <= tau))
+    )
+
+
+def _roc(
+    member_losses: np.ndarray, nonmember_losses: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    members = _as_losses(member_losses, "member_losses")
+    nonmembers = _as_losses(nonmember_losses, "nonmember_losses")
+    truth = np.concatenate([np.ones(members.size), np.zeros(nonmembers.size)])
+    scores = -np.concatenate([members, nonmembers])
+    fpr, tpr, thresholds = roc_curve(truth, scores, drop_intermediate=False)
+    return fpr, tpr, -thresholds
+
+
+def tpr_at_fpr(member_losses: np.ndarray, nonmember_losses: np.ndarray, fpr: float = 0.05) -> float:
+    """Largest TPR of a loss threshold whose FPR on the non-members is at most ``fpr`` (Erlingsson §4).
+
+    Read off the empirical ROC step curve without interpolation, so the reported point is one an
+    adversary can actually achieve with a single threshold.
+    """
+    if not 0.0 <= fpr <= 1.0:
+        raise ValueError(f"fpr must lie in [0, 1], got {fpr}")
+    fprs, tprs, _ = _roc(member_losses, nonmember_losses)
+    return float(np.max(tprs[fprs <= fpr + 1e-12]))
+
+
+def best_threshold_advantage(member_losses: np.ndarray, nonmember_losses: np.ndarray) -> LossThresholdAttack:
+    """The threshold maximising TPR − FPR on the very data it is scored on.
+
+    This is the *naive* same-data maximum of Erlingsson §5.3: it is optimistic (biased upwards),
+    so an ε derived from it is not a valid lower bound. Use the bounds library's split or
+    Bonferroni selection for a valid one.
+    """
+    fprs, tprs, thresholds = _roc(member_losses, nonmember_losses)
+    best = int(np.argmax(tprs - fprs))
+    threshold = float(thresholds[best]) if np.isfinite(thresholds[best]) else float("-inf")
+    return LossThresholdAttack(threshold=threshold, tpr=float(tprs[best]), fpr=float(fprs[best]))
+
+
+def membership_scores(losses: np.ndarray) -> np.ndarray:
+    """Scores for the bounds library (higher = more likely a member): the negated losses."""
+    return -_as_losses(losses, "losses")

@@ -1,0 +1,142 @@
+"""The identifiability experiment's stage functions end to end on a tiny synthetic dataset."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dpaudit.bounds.accountants import calibrate_noise_multiplier
+from dpaudit.config import ParamsError
+from dpaudit.data.prepared import PreparedData
+from dpaudit.experiments import Audit
+from dpaudit.experiments import identifiability as ident
+from dpaudit.io import read_json
+from dpaudit.report.figures import load_figure_data
+from dpaudit.report.spec import ReportSection
+from dpaudit.sensitivity.search import (
+    BoundedChoice,
+    Candidate,
+    PairCandidate,
+    SensitivityResult,
+    UnboundedChoice,
+)
+
+PARAMS = {
+    "identifiability": {
+        "rho_beta": [0.75, 0.9],
+        "trials": 24,
+        "epochs": 4,
+        "learning_rate": 0.5,
+        "candidate_trials": 2,
+        "models": {"adult": {"hidden": [4]}},
+    }
+}
+
+
+def leaves(tree: object) -> list[object]:
+    if isinstance(tree, dict):
+        return [leaf for value in tree.values() for leaf in leaves(value)]
+    return [tree]
+
+
+@pytest.fixture(scope="module")
+def audit(tmp_path_factory: pytest.TempPathFactory) -> Audit:
+    root = tmp_path_factory.mktemp("ident")
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 6)).astype(np.float32)
+    y = (X[:, 0] > 0).astype(np.int64)
+    idx = rng.permutation(60)
+    prepared = PreparedData("adult", "tabular", X, y, 2, tuple(f"f{i}" for i in range(6)),
+                            idx[:20], idx[20:40], idx[40:])  # fmt: skip
+    a = Audit("adult", "identifiability", root)
+    prepared.save(a.prepared_path)
+    d, u = [int(i) for i in idx[:20]], [int(i) for i in idx[20:40]]
+    sens = SensitivityResult(
+        "adult",
+        "manhattan",
+        UnboundedChoice(d[0], 9.0, [Candidate(d[0], 9.0), Candidate(d[1], 8.0)], [Candidate(d[2], 1.0)]),
+        BoundedChoice(d[3], u[0], 7.0, [PairCandidate(d[3], u[0], 7.0)], [PairCandidate(d[4], u[1], 0.5)]),
+    )
+    sens.save(a.sensitivity_path)
+    config = ident.config_from_params(PARAMS)
+    ident.run_train(config, a, a.train_dir)
+    ident.run_losses(config, a, a.losses_path)
+    ident.run_attack(config, a, a.attack_dir)
+    ident.run_bounds(config, a, a.metrics_path, a.plots_dir, a.section_path)
+    return a
+
+
+def test_metrics_are_numbers_per_configuration(audit: Audit) -> None:
+    metrics = read_json(audit.metrics_path)
+    assert sorted(metrics) == ["rho_beta_0.75", "rho_beta_0.9"]
+    for block in metrics.values():
+        assert sorted(block) == ["global-bounded", "global-unbounded", "local-bounded", "local-unbounded"]
+    assert all(isinstance(v, int | float) and math.isfinite(v) for v in leaves(metrics))
+    m = metrics["rho_beta_0.75"]["local-bounded"]
+    assert math.isclose(m["epsilon"], math.log(3.0))  # Eq. 10
+    assert math.isclose(m["delta"], 1 / 20)  # 1/|D|
+    assert math.isclose(m["noise_multiplier"], calibrate_noise_multiplier(math.log(3.0), 1 / 20, 1.0, 4))
+    assert m["trials"] == 24 and -1 <= m["adv_di_low"] <= m["adv_di"] <= m["adv_di_high"] <= 1
+    # Local sensitivity: every effective multiplier is z, so ε′ (i) is the accountant's ε ≤ target.
+    assert math.isclose(m["epsilon_prime_ls"], m["epsilon_rdp"], rel_tol=1e-6)
+    assert m["epsilon_rdp"] <= m["epsilon"] + 1e-9
+    assert 0 <= m["delta_prime"] <= 1 and 0 <= m["test_accuracy"] <= 1
+    # Global unbounded noise uses σ = z·C ≥ z·LS, so ε′ (i) cannot exceed the local one.
+    # The DI lower bound (threshold split, Clopper–Pearson) is valid: never above the accountant's ε.
+    assert all(x["epsilon_lower_di"] <= x["epsilon_rdp"] + 1e-9 for b in metrics.values() for x in b.values())
+    g = metrics["rho_beta_0.75"]["global-unbounded"]
+    assert g["epsilon_prime_ls"] <= m["epsilon_prime_ls"] + 1e-9
+
+
+def test_worlds_and_masks(audit: Audit) -> None:
+    prepared = PreparedData.load(audit.prepared_path)
+    with np.load(audit.train_dir / "rb0.9_local-bounded.npz") as f:
+        world, mask, rows = f["world"], f["member_mask"], f["tracked_rows"]
+    assert mask.shape == (24, 20 + 2)  # D plus the two bounded replacement records
+    assert np.all(mask.sum(axis=1) == 20)  # bounded: |D′| = |D|
+    x, xp = rows
+    assert np.all(mask[world == 1, x]) and not np.any(mask[world == 1, xp])
+    assert np.all(mask[world == 0, xp]) and not np.any(mask[world == 0, x])
+    assert 0 < world.sum() < 24
+    with np.load(audit.train_dir / "rb0.9_local-unbounded.npz") as f:
+        world, mask = f["world"], f["member_mask"]
+    assert set(mask.sum(axis=1)[world == 0]) == {19} and set(mask.sum(axis=1)[world == 1]) == {20}
+    assert len(prepared.train_idx) == 20
+
+
+def test_plots_and_section(audit: Audit) -> None:
+    section = ReportSection.load(audit.section_path)
+    assert section.experiment == "identifiability" and len(section.rows) == 8
+    table = section.tables[0]
+    assert len(table.rows) == 4 and "δ′" in table.columns
+    root = audit.root
+    for fig in section.figures:
+        frame = load_figure_data(fig, root)  # the CSV exists and holds every named column
+        assert len(frame) > 0
+    assert {f.id.split("-", 2)[-1] for f in section.figures} >= {"beliefs", "candidates", "ls-gs"}
+    steps = (audit.plots_dir / "sensitivity_steps.csv").read_text().splitlines()
+    assert len(steps) == 1 + 4 * 4  # header + 4 settings × 4 epochs
+
+
+def test_config_errors_name_the_key() -> None:
+    with pytest.raises(ParamsError, match="identifiability.trails"):
+        ident.config_from_params({"identifiability": {"trails": 3}})
+    with pytest.raises(ParamsError, match="identifiability.rho_beta"):
+        ident.config_from_params({"identifiability": {"rho_beta": [0.4]}})
+    with pytest.raises(ParamsError, match="identifiability.neighbours"):
+        ident.config_from_params({"identifiability": {"neighbours": ["bounded", "sideways"]}})
+    config = ident.config_from_params({"identifiability": {}})
+    assert config.rho_beta == [0.52, 0.75, 0.9, 0.99] and config.epochs == 30 and config.clip_norm == 3.0
+    own = ident.config_from_params(
+        {"identifiability": {"models": {"digits": {"hidden": [8], "learning_rate": 0.5}}}}
+    )
+    assert own.learning_rate_for("digits") == 0.5 and own.learning_rate_for("adult") == 0.005
+
+
+def test_missing_upstream_names_the_file(tmp_path: Path) -> None:
+    config = ident.config_from_params(PARAMS)
+    with pytest.raises(FileNotFoundError, match="prepared"):
+        ident.run_train(config, Audit("adult", "identifiability", tmp_path), tmp_path / "out")
