@@ -16,11 +16,19 @@ T = TypeVar("T")
 def setup_logging(level: str | None = None) -> None:
     """Configure root logging once: ``LEVEL name: message`` on stderr (env ``DPAUDIT_LOG_LEVEL``)."""
     level = (level or os.environ.get("DPAUDIT_LOG_LEVEL", "INFO")).upper()
-    logging.basicConfig(level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s", force=True)
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    logging.basicConfig(
+        level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s", force=True
+    )
 
 
-def progress(iterable: Iterable[T] | None = None, *, desc: str, total: int | None = None, unit: str = "it", **kwargs: Any) -> Any:
+def progress(
+    iterable: Iterable[T] | None = None,
+    *,
+    desc: str,
+    total: int | None = None,
+    unit: str = "it",
+    **kwargs: Any,
+) -> Any:
     """A tqdm bar with counts and rates; silenced when ``DPAUDIT_PROGRESS=0``."""
     disable = os.environ.get("DPAUDIT_PROGRESS", "1") == "0"
     return tqdm(iterable, desc=desc, total=total, unit=unit, disable=disable, dynamic_ncols=True, **kwargs)
