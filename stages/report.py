@@ -2,15 +2,14 @@
 
 from pathlib import Path
 
-from dpaudit.config import section
 from dpaudit.pipeline import run_stage
-from dpaudit.report.render import build_report
+from dpaudit.report.render import build_report, config_from_params
 
 
 def main() -> None:
     def body(params: dict) -> None:
-        title = section(params, "report").get("title", "dpaudit audit report")
-        build_report(Path("."), Path("reports/index.html"), Path("metrics/summary.json"), title=title)
+        config = config_from_params(params)
+        build_report(Path("."), Path("reports/index.html"), Path("metrics/summary.json"), title=config.title)
 
     run_stage("report", body)
 

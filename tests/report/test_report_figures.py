@@ -1,0 +1,158 @@
+"""FigureSpec rendering: every kind gives a decodable PNG of the right size; bad specs name the problem."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from PIL import Image
+
+from dpaudit.report.figures import (
+    DPI,
+    PANEL_SIZE,
+    REGION_ROW_HEIGHT,
+    TITLE_HEIGHT,
+    FigureError,
+    _draw_panel,
+    load_figure_data,
+    region_of_privacy_png,
+    render_figure,
+)
+from dpaudit.report.spec import FigureSpec, ReportSection, SummaryRow
+
+
+def _specs(root: Path) -> dict[str, FigureSpec]:
+    specs = {}
+    for path in sorted((root / "data" / "bounds").glob("*/section.json")):
+        for spec in ReportSection.load(path).figures:
+            specs[spec.id] = spec
+    return specs
+
+
+def _png_size(png: bytes) -> tuple[int, int]:
+    assert png.startswith(b"\x89PNG\r\n\x1a\n")
+    with Image.open(io.BytesIO(png)) as image:
+        image.load()
+        return image.size
+
+
+def test_every_kind_renders_a_png_of_the_expected_size(fake_root):
+    specs = _specs(fake_root)
+    assert {s.kind for s in specs.values()} == {"line", "scatter", "bar", "histogram", "step"}
+    for spec in specs.values():
+        png = render_figure(spec, fake_root)
+        width, height = _png_size(png)
+        # region.csv's facet column has a single value, so every figure here is one panel.
+        assert width == round(PANEL_SIZE[0] * DPI), spec.id
+        assert height == round((PANEL_SIZE[1] + TITLE_HEIGHT) * DPI), spec.id
+        with Image.open(io.BytesIO(png)) as image:
+            colours = np.asarray(image.convert("L"))
+        assert colours.std() > 5, f"{spec.id} looks blank"
+
+
+def test_facets_make_one_panel_per_value_in_rows_of_three(fake_root):
+    path = fake_root / "plots" / "facets.csv"
+    rows = [f"{x},{x * k},{k}" for k in range(1, 5) for x in range(1, 4)]
+    path.write_text("x,y,panel\n" + "\n".join(rows) + "\n")
+    spec = FigureSpec("f", "Facets", "line", str(path), "x", ["y"], "x", "y", facet="panel")
+    width, height = _png_size(render_figure(spec, fake_root))
+    assert (width, height) == (
+        round(PANEL_SIZE[0] * 3 * DPI),
+        round((PANEL_SIZE[1] * 2 + TITLE_HEIGHT) * DPI),
+    )
+
+
+def _panel(spec: FigureSpec, root: Path):
+    fig = Figure()
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
+    _draw_panel(ax, load_figure_data(spec, root), spec)
+    return ax
+
+
+def test_highlight_connects_the_true_rows_sorted_by_x(fake_root):
+    spec = _specs(fake_root)["utility"]
+    ax = _panel(spec, fake_root)
+    frontier = [line for line in ax.get_lines() if line.get_label() == "pareto"]
+    assert len(frontier) == 1
+    np.testing.assert_allclose(frontier[0].get_xdata(), [0.5, 1.0, 4.0, 16.0])
+    np.testing.assert_allclose(frontier[0].get_ydata(), [0.70, 0.76, 0.81, 0.83])
+    assert ax.get_xscale() == "log"
+
+
+def test_groups_hlines_and_diagonal_appear_in_the_legend(fake_root):
+    specs = _specs(fake_root)
+    beliefs = _panel(specs["beliefs"], fake_root)
+    assert [t.get_text() for t in beliefs.get_legend().get_texts()] == ["global", "local", "rho_beta = 0.9"]
+    eps = _panel(specs["eps"], fake_root)
+    diagonal = [line for line in eps.get_lines() if line.get_label() == "y = x"]
+    assert len(diagonal) == 1
+    np.testing.assert_allclose(diagonal[0].get_xdata(), diagonal[0].get_ydata())
+    series = {line.get_label(): line for line in eps.get_lines()}
+    np.testing.assert_allclose(series["bounded"].get_ydata(), [0.05, 0.9, 1.8, 3.1])
+
+
+def test_bar_groups_side_by_side(fake_root):
+    ax = _panel(_specs(fake_root)["rotated"], fake_root)
+    heights = sorted(p.get_height() for p in ax.patches)
+    assert heights == [0.9, 4.1, 12.0, 125.0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["z=1", "z=4"]
+    assert ax.get_yscale() == "log"
+
+
+def test_missing_column_names_file_and_column(fake_root):
+    spec = dataclasses.replace(_specs(fake_root)["roc"], y=["tpr_at_5pct"])
+    with pytest.raises(FigureError, match=r"'tpr_at_5pct'.*roc\.csv.*columns there: fpr, tpr, noise"):
+        render_figure(spec, fake_root)
+    spec = dataclasses.replace(_specs(fake_root)["roc"], group="trial")
+    with pytest.raises(FigureError, match=r"'trial' \(its group\)"):
+        render_figure(spec, fake_root)
+
+
+def test_missing_csv_names_the_path(fake_root):
+    spec = dataclasses.replace(_specs(fake_root)["roc"], data="plots/nowhere/roc.csv")
+    with pytest.raises(FigureError, match=r"'roc'.*plots/nowhere/roc\.csv does not exist"):
+        render_figure(spec, fake_root)
+
+
+def test_unusable_data_is_a_clear_error(fake_root):
+    empty = fake_root / "plots" / "empty.csv"
+    empty.write_text("x,y\n")
+    with pytest.raises(FigureError, match="has no data rows"):
+        render_figure(FigureSpec("e", "E", "line", str(empty), "x", ["y"], "x", "y"), fake_root)
+    bad = fake_root / "plots" / "bad.csv"
+    bad.write_text("x,y,flag\n1,2,maybe\n")
+    with pytest.raises(FigureError, match=r"highlight column 'flag' has non-boolean values \['maybe'\]"):
+        render_figure(
+            FigureSpec("b", "B", "scatter", str(bad), "x", ["y"], "x", "y", highlight="flag"), fake_root
+        )
+    with pytest.raises(FigureError, match="needs at least one y column"):
+        render_figure(FigureSpec("b", "B", "line", str(bad), "x", [], "x", "y"), fake_root)
+
+
+def test_region_of_privacy_grows_with_rows_and_skips_rows_without_numbers():
+    row = SummaryRow("z=1", {"rdp": 3.0, "naive": math.inf}, 0.5, "split", None, None, None, None, None)
+    empty = SummaryRow("none", {"rdp": None}, None, None, None, None, None, "accuracy", 0.9)
+    star_only = SummaryRow("non-DP", {}, None, None, None, None, 1.0, "accuracy", 0.9)
+    assert region_of_privacy_png([("a", empty)]) is None
+    one = _png_size(region_of_privacy_png([("a", row), ("a", empty)]))
+    three = _png_size(region_of_privacy_png([("a", row), ("b", row), ("c", star_only)]))
+    assert one[0] == three[0] == 900
+    assert three[1] - one[1] == round(2 * REGION_ROW_HEIGHT * DPI)
+
+
+def test_non_finite_and_non_positive_values_are_not_drawn_on_log_axes(fake_root):
+    path = fake_root / "plots" / "zeros.csv"
+    path.write_text("x,y\n1,1\n2,0\n3,inf\n4,4\n5,\n")
+    spec = FigureSpec("z", "Z", "line", str(path), "x", ["y"], "x", "y", y_log=True)
+    (line,) = _panel(spec, fake_root).get_lines()
+    np.testing.assert_allclose(line.get_xdata(), [1, 4])
+    linear = dataclasses.replace(spec, y_log=False)
+    (line,) = _panel(linear, fake_root).get_lines()
+    np.testing.assert_allclose(line.get_xdata(), [1, 2, 4])

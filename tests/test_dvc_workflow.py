@@ -1,0 +1,153 @@
+"""The README's compare-two-settings workflow, end to end, in a temporary copy of the repository.
+
+Copy the working tree (what git would commit: no virtualenv, no pipeline outputs), shrink
+``params.yaml`` to one small audit, ``dvc repro``, commit, then change the target belief bound with
+``dvc exp run -S`` and check that ``dvc metrics diff`` reports the ε upper bound moving from
+ln(0.75/0.25) to ln(0.9/0.1) (Bernau et al. Eq. 10: ε = ln(ρβ/(1−ρβ)), noise calibrated by RDP).
+Also runs the other commands the README shows: ``dvc exp show``, ``dvc plots show`` / ``diff``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+AUDIT = "digits-identifiability"
+TINY_IDENTIFIABILITY = {
+    "rho_beta": [0.75],
+    "reference_rho_beta": 0.75,
+    "sensitivities": ["local"],
+    "neighbours": ["bounded"],
+    "trials": 20,
+    "epochs": 3,
+    "candidate_trials": 0,
+}
+
+PIPELINE_OUTPUTS = (
+    "metrics/",
+    "plots/",
+    "reports/",
+    "data/timing/",
+    "dvc.lock",
+    "dvc_plots/",
+    "tests/artifacts/",
+)
+
+pytestmark = pytest.mark.slow
+
+
+def _env(work: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        {
+            "PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}",  # stage commands call `python`
+            "PYTHONPATH": str(work / "src"),  # the copy's code, not the editable install's
+            "DPAUDIT_PROGRESS": "0",
+            "TF_CPP_MIN_LOG_LEVEL": "2",
+            "DVC_NO_ANALYTICS": "1",
+            "COLUMNS": "400",  # `dvc exp show` fits its table to the terminal; make room for every column
+            "GIT_AUTHOR_NAME": "dpaudit test",
+            "GIT_AUTHOR_EMAIL": "test@example.invalid",
+            "GIT_COMMITTER_NAME": "dpaudit test",
+            "GIT_COMMITTER_EMAIL": "test@example.invalid",
+        }
+    )
+    return env
+
+
+def _run(args: list[str], work: Path, timeout: float = 300) -> str:
+    result = subprocess.run(args, cwd=work, env=_env(work), capture_output=True, text=True, timeout=timeout)
+    if result.returncode != 0:
+        raise AssertionError(
+            f"{' '.join(args)} exited {result.returncode}\n--- stdout\n{result.stdout[-4000:]}"
+            f"\n--- stderr\n{result.stderr[-4000:]}"
+        )
+    return result.stdout
+
+
+def _copy_tree(work: Path) -> None:
+    """Copy what git would commit (tracked and untracked-but-not-ignored files) into ``work``.
+
+    Results of an earlier run in the source tree (committed metrics, plots, dvc.lock) are left out:
+    the copy starts from nothing and produces its own.
+    """
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    for name in filter(None, listed.split("\0")):
+        source = REPO / name
+        if source.is_file() and not name.startswith(PIPELINE_OUTPUTS):
+            target = work / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+
+
+def _shrink_params(work: Path) -> None:
+    """One small audit: digits only, one identifiability setting, few trials and epochs."""
+    path = work / "params.yaml"
+    params = yaml.safe_load(path.read_text())
+    params["data"]["datasets"] = ["digits"]
+    params["audits"] = {AUDIT: {"dataset": "digits", "experiment": "identifiability"}}
+    params["identifiability"] = {**(params.get("identifiability") or {}), **TINY_IDENTIFIABILITY}
+    path.write_text(yaml.safe_dump(params, sort_keys=False))
+
+
+def _changes(diff: dict[str, Any], path: str) -> dict[str, dict[str, Any]]:
+    """``dvc metrics diff --json`` entries of one file, keyed by dotted metric name."""
+    entries = diff.get(path, {})
+    return {str(k): v for k, v in entries.items()}
+
+
+def test_exp_run_moves_the_epsilon_metric(tmp_path):
+    if not (REPO / "dvc.yaml").is_file():
+        pytest.skip("dvc.yaml is missing")
+    dvc = str(BIN / "dvc")
+    work = tmp_path / "repo"
+    work.mkdir()
+    _copy_tree(work)
+    _shrink_params(work)
+    _run(["git", "init", "-q"], work)
+    if not (work / ".dvc").is_dir():
+        _run([dvc, "init", "-q"], work)
+    _run([dvc, "repro"], work, timeout=600)
+    before = json.loads((work / "metrics" / "summary.json").read_text())[AUDIT]
+    assert before["rho_beta"] == 0.75
+    assert before["epsilon_upper"]["rdp"] == pytest.approx(math.log(3.0), rel=0.02)
+    _run(["git", "add", "-A"], work)
+    _run(["git", "commit", "-q", "-m", "baseline"], work)
+
+    _run([dvc, "exp", "run", "-S", "identifiability.rho_beta=[0.9]"], work, timeout=600)
+
+    diff = json.loads(_run([dvc, "metrics", "diff", "--json"], work))
+    summary = _changes(diff, "metrics/summary.json")
+    rdp = summary[f"{AUDIT}.epsilon_upper.rdp"]
+    assert rdp["old"] == pytest.approx(math.log(3.0), rel=0.02)
+    assert rdp["new"] == pytest.approx(math.log(9.0), rel=0.02)
+    assert summary[f"{AUDIT}.rho_beta"]["new"] == 0.9
+    # The audit's own metrics file carries the change too (its keys name the new setting).
+    assert any("epsilon" in key for key in _changes(diff, f"metrics/{AUDIT}.json"))
+
+    assert "metrics/summary.json" in _run([dvc, "metrics", "show"], work)
+    assert "up to date" in _run([dvc, "repro", f"bounds@{AUDIT}"], work)
+    shown = _run([dvc, "exp", "show", "--only-changed", "--no-pager"], work)
+    assert "rho_beta" in shown
+    _run([dvc, "plots", "show", "-o", str(tmp_path / "plots-show")], work)
+    assert (tmp_path / "plots-show" / "index.html").stat().st_size > 1000
+    _run([dvc, "plots", "diff", "-o", str(tmp_path / "plots-diff")], work)
+    assert (tmp_path / "plots-diff" / "index.html").is_file()
+    report = (work / "reports" / "index.html").read_text(encoding="utf-8")
+    assert 'data-audit="digits-identifiability"' in report
