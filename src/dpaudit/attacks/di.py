@@ -33,7 +33,7 @@ from scipy import stats
 from scipy.special import expit
 
 from dpaudit.bounds.accountants import epsilon_rdp_heterogeneous
-from dpaudit.bounds.empirical import epsilon_from_di_advantage
+from dpaudit.bounds.empirical import di_advantage_from_wins, epsilon_from_di_advantage
 from dpaudit.training.dpsgd import Observer, StepState
 
 
@@ -101,11 +101,10 @@ class Advantage:
 
 def advantage(wins: int, trials: int, confidence: float = 0.95) -> Advantage:
     """Advantage and its exact binomial (Clopper–Pearson) interval from scipy.stats.binomtest."""
-    if trials <= 0 or not 0 <= wins <= trials:
-        raise ValueError(f"need 0 <= wins <= trials and trials > 0, got wins={wins}, trials={trials}")
+    point = di_advantage_from_wins(wins, trials)
     ci = stats.binomtest(int(wins), int(trials)).proportion_ci(confidence_level=confidence, method="exact")
     return Advantage(
-        2.0 * wins / trials - 1.0,
+        point,
         2.0 * ci.low - 1.0,
         2.0 * ci.high - 1.0,
         int(wins),
