@@ -254,3 +254,12 @@ def test_injected_gradient_is_added_to_the_chosen_trials() -> None:
         np.testing.assert_allclose(p[2] - p[0], -0.5 * gi, atol=1e-5)
     with pytest.raises(ValueError, match="injected"):
         train(model, X, y, np.ones((3, 10), bool), cfg, injected=dpsgd.InjectedGradient(g[:1], np.ones(3)))
+
+
+def test_config_rejects_local_noise_with_poisson_sampling() -> None:
+    """Local sensitivity is a full-batch notion: under Poisson sampling the tracked records may be absent."""
+    settings = {"clip_norm": 1.0, "noise_multiplier": 1.0, "learning_rate": 0.1, "steps": 3}
+    settings["noise_scale"] = "local"
+    with pytest.raises(ValueError, match="needs full-batch steps"):
+        dpsgd.DPSGDConfig(sampling_rate=0.5, **settings)
+    assert dpsgd.DPSGDConfig(sampling_rate=1.0, **settings).noise_scale == "local"

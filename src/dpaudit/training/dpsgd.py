@@ -72,6 +72,10 @@ class DPSGDConfig:
             raise ValueError(f"sampling_rate must be in (0, 1], got {self.sampling_rate}")
         if self.noise_scale not in ("global", "local"):
             raise ValueError(f"noise_scale must be 'global' or 'local', got {self.noise_scale!r}")
+        if self.noise_scale == "local" and self.sampling_rate < 1.0:
+            # LS_i is the tracked records' gradient difference; under Poisson sampling the records
+            # may be absent from a step's batch, so it would not be that step's sensitivity.
+            raise ValueError("noise_scale 'local' needs full-batch steps (sampling_rate 1.0)")
         if self.normalizer is not None and not self.normalizer > 0:
             raise ValueError(f"normalizer must be positive, got {self.normalizer}")
 
