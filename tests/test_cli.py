@@ -292,3 +292,19 @@ def test_import_is_light():
     code = "import sys, dpaudit.cli; print('tensorflow' in sys.modules, 'dp_accounting' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "argument"),
+    [
+        (["accountant", "--noise-multiplier", "1e-300", "--sampling-rate", "1", "--steps", "100",
+          "--delta", "1e-5", "--accountant", "naive"], "--noise-multiplier"),
+        (["identifiability", "--rho-alpha", "0.9999999999999999", "--delta", "0.001"], "--rho-alpha"),
+    ],
+)
+def test_extreme_values_exit_2_naming_the_argument(argv, argument, capsys):
+    """Inputs the numerics cannot evaluate are usage errors naming the argument, not tracebacks."""
+    with pytest.raises(SystemExit) as excinfo:
+        cli.main(argv)
+    assert excinfo.value.code == 2
+    assert argument in capsys.readouterr().err

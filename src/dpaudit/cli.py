@@ -134,7 +134,14 @@ def _run_accountant(args: argparse.Namespace) -> dict[str, Any]:
 
     inputs = (args.noise_multiplier, args.sampling_rate, args.steps, args.delta)
     epsilon: float | dict[str, float]
-    epsilon = all_epsilons(*inputs) if args.accountant == "all" else compute_epsilon(*inputs, args.accountant)
+    try:
+        if args.accountant == "all":
+            epsilon = all_epsilons(*inputs)
+        else:
+            epsilon = compute_epsilon(*inputs, args.accountant)
+    except (ValueError, ArithmeticError, RuntimeError) as exc:
+        message = f"{args.noise_multiplier} is outside what the accountant can evaluate: {exc}"
+        raise CliError("--noise-multiplier", message) from exc
     return {
         "epsilon": epsilon,
         "accountant": args.accountant,
@@ -159,7 +166,7 @@ def _run_calibrate(args: argparse.Namespace) -> dict[str, Any]:
         z = calibrate_noise_multiplier(
             args.target_epsilon, args.delta, args.sampling_rate, args.steps, args.accountant
         )
-    except ValueError as exc:
+    except (ValueError, ArithmeticError, RuntimeError) as exc:
         raise CliError("--target-epsilon", str(exc)) from exc
     return {
         "noise_multiplier": z,
@@ -193,6 +200,8 @@ def _run_identifiability(args: argparse.Namespace) -> dict[str, Any]:
         if not 0.0 <= args.rho_alpha < 1.0:
             raise CliError("--rho-alpha", f"{args.rho_alpha} is outside [0, 1)")
         epsilon = ident.epsilon_from_rho_alpha(args.rho_alpha, args.delta)
+        if not math.isfinite(epsilon):
+            raise CliError("--rho-alpha", f"{args.rho_alpha} is too close to 1: the matching ε is infinite")
     return {
         "epsilon": epsilon,
         "rho_beta": ident.rho_beta_from_epsilon(epsilon),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 from scipy import stats
 
 from dpaudit.attacks import di
@@ -127,3 +128,15 @@ def test_advantage_interval_and_other_estimates() -> None:
     assert abs(di.epsilon_from_advantage(0.23, 1e-3) - 2.2) < 0.05
     mi = di.yeom_membership(np.array([0.1, 2.0, 0.2, 0.3]), np.array([0.5] * 4), np.array([1, 0, 0, 1]))
     assert mi.wins == 3 and math.isclose(mi.advantage, 0.5)
+
+
+def test_no_information_gives_chance_advantage():
+    """With Δ = 0 at every step the adversary learns nothing: its guess must be right about half the time."""
+    from dpaudit.attacks.di import run_di
+
+    trials, steps = 400, 5
+    world = np.random.default_rng(3).integers(0, 2, trials)
+    zeros = np.zeros((trials, steps))
+    outcome = run_di(zeros, zeros, np.ones((trials, steps)), world, rho_beta=0.9)
+    assert outcome.adv.advantage == pytest.approx(2 * np.mean(world == 1) - 1)
+    assert outcome.adv.low <= 0.0 <= outcome.adv.high

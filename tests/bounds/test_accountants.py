@@ -192,3 +192,28 @@ def test_bad_input_names_argument(args, word):
         acc.compute_epsilon(*args)
     with pytest.raises(ValueError, match="accountant"):
         acc.compute_epsilon(1.0, 0.1, 10, 1e-5, "zcdp")
+
+
+def test_tiny_noise_does_not_overflow():
+    """Per-step ε beyond e^709: q = 1 is no amplification; naive stays the exact T·ε_Gauss(δ/T)."""
+    from dpaudit.bounds.accountants import (
+        amplify_by_subsampling,
+        epsilon_advanced,
+        epsilon_naive,
+        gaussian_epsilon,
+    )
+
+    assert amplify_by_subsampling(800.0, 1e-5, 1.0) == (800.0, 1e-5)
+    eps, step_delta = amplify_by_subsampling(800.0, 1e-5, 0.01)
+    assert eps == pytest.approx(800.0 + math.log(0.01), rel=1e-12) and step_delta == pytest.approx(1e-7)
+    assert epsilon_naive(0.01, 1.0, 100, 1e-5) == pytest.approx(100 * gaussian_epsilon(100.0, 1e-7), rel=1e-9)
+    assert epsilon_advanced(0.01, 1.0, 100, 1e-5) == math.inf
+
+
+def test_calibration_reaches_the_top_of_its_range():
+    """A target met only between the last doubling and max_noise is still found."""
+    from dpaudit.bounds.accountants import calibrate_noise_multiplier, compute_epsilon
+
+    target = compute_epsilon(9000.0, 1.0, 1, 1e-5, "rdp")
+    z = calibrate_noise_multiplier(target, 1e-5, 1.0, 1, "rdp", max_noise=1e4)
+    assert 8192.0 < z <= 1e4 and compute_epsilon(z, 1.0, 1, 1e-5, "rdp") <= target

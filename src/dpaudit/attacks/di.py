@@ -139,7 +139,10 @@ def run_di(
     llr = log_likelihood_ratios(dot, dd, sigma, world)
     final_d = belief_log_odds(llr)[:, -1] if llr.shape[1] else np.zeros(len(llr))
     truth = true_log_odds(final_d, world)
-    wins = int(np.sum(truth > 0))
+    # Decide D when β_k(D) ≥ 1/2: a tie (no information at all, e.g. LS = 0 every step) is then a
+    # fair coin over the uniformly drawn worlds rather than a loss in both.
+    guess_d = final_d >= 0
+    wins = int(np.sum(guess_d == (np.asarray(world) == 1)))
     threshold = math.log(rho_beta / (1.0 - rho_beta))
     return DIOutcome(
         final_true_log_odds=truth,

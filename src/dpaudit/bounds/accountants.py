@@ -187,7 +187,8 @@ def gaussian_delta(epsilon: float, mu: float) -> float:
         return 0.0
     a = -epsilon / mu
     # e^ε Φ(x) evaluated in log space so large ε does not overflow.
-    second = math.exp(epsilon + norm.logcdf(a - mu / 2.0))
+    log_cdf = float(norm.logcdf(a - mu / 2.0))
+    second = 0.0 if log_cdf == -math.inf else math.exp(epsilon + log_cdf)
     return max(0.0, float(norm.cdf(a + mu / 2.0) - second))
 
 
@@ -214,7 +215,11 @@ def amplify_by_subsampling(epsilon: float, delta: float, sampling_rate: float) -
     Amplification by subsampling for add/remove neighbours — Balle, Barthe & Gaboardi 2018
     (Poisson sampling); first shown by Li, Qardaji & Su 2012.
     """
-    return math.log1p(sampling_rate * math.expm1(epsilon)), sampling_rate * delta
+    if sampling_rate >= 1.0:
+        return epsilon, delta
+    # log(1 + q(e^ε − 1)) = ε + log(q + (1 − q)e^{−ε}): the same value, without overflow at large ε.
+    amplified = epsilon + math.log(sampling_rate + (1.0 - sampling_rate) * math.exp(-epsilon))
+    return amplified, sampling_rate * delta
 
 
 def per_step_epsilon(noise_multiplier: float, sampling_rate: float, step_delta: float) -> tuple[float, float]:
@@ -243,6 +248,8 @@ def epsilon_naive(noise_multiplier: float, sampling_rate: float, steps: int, del
 
 def _advanced_total(epsilon_step: float, steps: int, slack: float) -> float:
     """ε = √(2T ln(1/δ̃))·ε' + Tε'(e^{ε'} − 1) — Dwork, Rothblum & Vadhan 2010, Thm. III.3."""
+    if epsilon_step > 700.0:  # e^{ε'} overflows a float: the bound is vacuous anyway
+        return math.inf
     return math.sqrt(2.0 * steps * math.log(1.0 / slack)) * epsilon_step + steps * epsilon_step * math.expm1(
         epsilon_step
     )
@@ -323,11 +330,11 @@ def calibrate_noise_multiplier(
 
     hi = 1.0
     while gap(math.log(hi)) > 0:
-        hi *= 2.0
-        if hi > max_noise:
+        if hi >= max_noise:
             raise ValueError(
                 f"target_epsilon={target} needs noise_multiplier > {max_noise} under '{accountant}'"
             )
+        hi = min(hi * 2.0, max_noise)
     lo = hi / 2.0
     while gap(math.log(lo)) <= 0:
         hi, lo = lo, lo / 2.0

@@ -111,7 +111,10 @@ def _as_losses(values: np.ndarray, name: str) -> np.ndarray:
 
 def _resolve_delta(delta: float | None, n_members: int) -> float:
     if delta is None:
-        return default_delta(n_members)
+        delta = default_delta(n_members)
+        if delta >= 0.5:
+            raise ValueError(f"the default delta 1/(n ln n) needs at least 3 members, got {n_members}")
+        return delta
     delta = float(delta)
     if not 0.0 < delta < 0.5:
         raise ValueError(f"delta must lie in (0, 0.5), got {delta!r}")

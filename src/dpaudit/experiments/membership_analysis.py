@@ -37,7 +37,7 @@ class ModelAttack:
     tpr_at_fpr: float
     valid_advantage: float  # advantage of the validly selected threshold on the held-out half
     epsilon_lower_valid: float  # Clopper–Pearson ε lower bound at that threshold (valid)
-    epsilon_lower_valid_prop3: float  # Prop. 3 applied to the held-out advantage (point estimate)
+    epsilon_heldout_prop3: float  # Prop. 3 at the held-out advantage: a point estimate, not a bound
     naive_advantage: float  # best TPR − FPR over thresholds on the same data (optimistic)
     epsilon_lower_naive: float  # Prop. 3 on the naive advantage: NOT a valid bound
     epsilon_star_parametric: float
@@ -94,7 +94,7 @@ def analyse_model(
         tpr_at_fpr=tpr_at_fpr(member_ce, nonmember_ce, fpr),
         valid_advantage=float(valid.advantage),
         epsilon_lower_valid=float(valid.epsilon_lower),
-        epsilon_lower_valid_prop3=epsilon_from_advantage(min(max(float(valid.advantage), 0.0), 1.0), delta),
+        epsilon_heldout_prop3=epsilon_from_advantage(min(max(float(valid.advantage), 0.0), 1.0), delta),
         naive_advantage=naive.advantage,
         epsilon_lower_naive=epsilon_from_advantage(max(naive.advantage, 0.0), delta),
         epsilon_star_parametric=float(star_param.epsilon_star),

@@ -32,7 +32,7 @@ PER_MODEL_FIELDS = (
     "tpr_at_fpr",
     "valid_advantage",
     "epsilon_lower_valid",
-    "epsilon_lower_valid_prop3",
+    "epsilon_heldout_prop3",
     "naive_advantage",
     "epsilon_lower_naive",
     "epsilon_star_parametric",
