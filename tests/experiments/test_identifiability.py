@@ -110,6 +110,11 @@ def test_worlds_and_masks(audit: Audit) -> None:
 def test_plots_and_section(audit: Audit) -> None:
     section = ReportSection.load(audit.section_path)
     assert section.experiment == "identifiability" and len(section.rows) == 8
+    for row in section.rows:  # every accountant side by side; the tight ones never above the loose ones
+        upper = row.epsilon_upper
+        assert set(upper) == {"rdp", "pld", "naive", "advanced"}
+        assert upper["pld"] <= upper["rdp"] + 1e-2 <= min(upper["naive"], upper["advanced"]) + 1e-2
+        assert upper["rdp"] == pytest.approx(math.log(row.rho_beta / (1 - row.rho_beta)), rel=1e-3)
     table = section.tables[0]
     assert len(table.rows) == 4 and "δ′" in table.columns
     root = audit.root

@@ -16,6 +16,7 @@ itself reveal whether D or D′ (one record fewer) was used.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from dataclasses import dataclass, field
@@ -26,7 +27,12 @@ import numpy as np
 import pandas as pd
 
 from dpaudit.attacks import di
-from dpaudit.bounds.accountants import calibrate_noise_multiplier, compute_epsilon, rdp_epsilon_and_order
+from dpaudit.bounds.accountants import (
+    all_epsilons,
+    calibrate_noise_multiplier,
+    compute_epsilon,
+    rdp_epsilon_and_order,
+)
 from dpaudit.bounds.empirical import epsilon_lower_from_scores
 from dpaudit.bounds.identifiability import epsilon_from_rho_beta, rho_alpha_from_epsilon, rho_alpha_from_rdp
 from dpaudit.config import ParamsError, from_mapping, require, section
@@ -448,6 +454,12 @@ def _num(x: float) -> float:
     return max(-1e308, min(1e308, x))
 
 
+
+@functools.lru_cache(maxsize=64)
+def upper_bounds(noise_multiplier: float, steps: int, delta: float) -> dict[str, float]:
+    """Every accountant's ε for k full-batch steps (q = 1) at this noise, for the summary table."""
+    return {name: _num(value) for name, value in all_epsilons(noise_multiplier, 1.0, steps, delta).items()}
+
 def run_bounds(
     config: IdentifiabilityConfig, audit: Audit, metrics_path: Path, plots_dir: Path, section_path: Path
 ) -> None:
@@ -549,7 +561,7 @@ def run_bounds(
         summary.append(
             SummaryRow(
                 setting=f"ρβ={st.rho_beta:g} {setting}",
-                epsilon_upper={"rdp": _num(compute_epsilon(z, 1.0, k, delta))},
+                epsilon_upper=upper_bounds(z, k, delta),
                 epsilon_lower=_num(eps_low),
                 epsilon_lower_estimator=f"DI beliefs, split threshold, {config.confidence:.0%} CP",
                 rho_beta=st.rho_beta,
