@@ -148,6 +148,10 @@ class IdentifiabilityConfig:
         )
 
 
+# The three empirical ε′ of Bernau §5.3, by the column suffix they are written under.
+EPSILON_PRIME_SOURCES = {"ls": "local sensitivities", "belief": "the maximum belief", "adv": "Adv_DI"}
+
+
 def config_from_params(params: dict[str, Any]) -> IdentifiabilityConfig:
     """Validate and build the ``identifiability`` section."""
     return from_mapping(IdentifiabilityConfig, section(params, "identifiability"), "identifiability")
@@ -674,41 +678,20 @@ def _section(
             group="setting",
             facet="rho_beta",
         ),
-        FigureSpec(
-            id=f"{audit.name}-eps-ls",
-            title="ε′ from local sensitivities vs target ε",
-            kind="line",
-            data=f"{rel}/epsilon.csv",
-            x="epsilon",
-            y=["epsilon_prime_ls"],
-            x_label="target ε",
-            y_label="ε′",
-            group="setting",
-            diagonal=True,
-        ),
-        FigureSpec(
-            id=f"{audit.name}-eps-belief",
-            title="ε′ from the maximum belief vs target ε",
-            kind="line",
-            data=f"{rel}/epsilon.csv",
-            x="epsilon",
-            y=["epsilon_prime_belief"],
-            x_label="target ε",
-            y_label="ε′",
-            group="setting",
-            diagonal=True,
-        ),
-        FigureSpec(
-            id=f"{audit.name}-eps-adv",
-            title="ε′ from Adv_DI vs target ε",
-            kind="line",
-            data=f"{rel}/epsilon.csv",
-            x="epsilon",
-            y=["epsilon_prime_adv"],
-            x_label="target ε",
-            y_label="ε′",
-            group="setting",
-            diagonal=True,
+        *(
+            FigureSpec(
+                id=f"{audit.name}-eps-{name}",
+                title=f"ε′ from {source} vs target ε",
+                kind="line",
+                data=f"{rel}/epsilon.csv",
+                x="epsilon",
+                y=[f"epsilon_prime_{name}"],
+                x_label="target ε",
+                y_label="ε′",
+                group="setting",
+                diagonal=True,
+            )
+            for name, source in EPSILON_PRIME_SOURCES.items()
         ),
         FigureSpec(
             id=f"{audit.name}-adv",
