@@ -2,9 +2,8 @@
 
 import argparse
 
-from dpaudit.experiments import experiment_module
 from dpaudit.io import atomic_directory, atomic_path
-from dpaudit.pipeline import audit_from_params, run_stage
+from dpaudit.pipeline import load_audit, run_stage
 
 
 def main() -> None:
@@ -13,9 +12,7 @@ def main() -> None:
     args = parser.parse_args()
 
     def body(params: dict) -> None:
-        audit = audit_from_params(params, args.audit)
-        experiment = experiment_module(audit.experiment)
-        config = experiment.config_from_params(params)
+        audit, experiment, config = load_audit(params, args.audit)
         with (
             atomic_path(audit.metrics_path) as metrics_path,
             atomic_directory(audit.plots_dir) as plots_dir,

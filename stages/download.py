@@ -18,7 +18,7 @@ def main() -> None:
         download_dataset(
             args.dataset,
             Path("data/raw") / args.dataset,
-            mirror=config.mirror_path(),
+            mirror=config.mirror,
             pool=config.pool_for(args.dataset),
         )
 

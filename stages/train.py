@@ -2,9 +2,8 @@
 
 import argparse
 
-from dpaudit.experiments import experiment_module
 from dpaudit.io import atomic_directory
-from dpaudit.pipeline import audit_from_params, run_stage
+from dpaudit.pipeline import load_audit, run_stage
 
 
 def main() -> None:
@@ -13,9 +12,7 @@ def main() -> None:
     args = parser.parse_args()
 
     def body(params: dict) -> None:
-        audit = audit_from_params(params, args.audit)
-        experiment = experiment_module(audit.experiment)
-        config = experiment.config_from_params(params)
+        audit, experiment, config = load_audit(params, args.audit)
         with atomic_directory(audit.train_dir) as out_dir:
             experiment.run_train(config, audit, out_dir)
 

@@ -75,14 +75,13 @@ def _convert(value: Any, tp: Any, key: str) -> Any:
         options = get_args(tp)
         if value is None and type(None) in options:
             return None
-        errors = []
         for option in options:
             if option is type(None):
                 continue
             try:
                 return _convert(value, option, key)
-            except ParamsError as exc:
-                errors.append(str(exc))
+            except ParamsError:
+                continue
         raise ParamsError(f"params: '{key}' = {value!r} does not match {_type_name(tp)}")
     if origin is Literal:
         allowed = get_args(tp)

@@ -13,10 +13,11 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from dpaudit.config import ParamsError, from_mapping, load_params, require, section
-from dpaudit.experiments import EXPERIMENTS, Audit
+from dpaudit.experiments import EXPERIMENTS, Audit, experiment_module
 from dpaudit.io import write_json
 from dpaudit.logs import setup_logging
 
@@ -51,6 +52,13 @@ def audit_from_params(params: Mapping[str, Any], name: str, root: Path = Path(".
     )
     return Audit(dataset=entry.dataset, experiment=entry.experiment, root=root)
 
+
+
+def load_audit(params: Mapping[str, Any], name: str) -> tuple[Audit, ModuleType, Any]:
+    """The audit ``name``, its experiment module and that experiment's validated config."""
+    audit = audit_from_params(params, name)
+    experiment = experiment_module(audit.experiment)
+    return audit, experiment, experiment.config_from_params(params)
 
 def run_stage(stage: str, body: Callable[[dict[str, Any]], None], params_path: str = "params.yaml") -> None:
     """Run one stage body with params loaded; log its duration; exit 1 with a clear message on failure."""

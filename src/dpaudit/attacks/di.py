@@ -118,6 +118,7 @@ class DIOutcome:
     """Result of A_DI,Gau over n trials of one configuration."""
 
     final_true_log_odds: np.ndarray  # [T] log-odds of the final belief in the true dataset
+    guess_d: np.ndarray  # [T] the adversary's decision: True = "trained on D"
     adv: Advantage
     delta_prime: float  # share of trials whose final belief exceeds rho_beta
     max_belief_log_odds: float
@@ -142,14 +143,24 @@ def run_di(
     # Decide D when β_k(D) ≥ 1/2: a tie (no information at all, e.g. LS = 0 every step) is then a
     # fair coin over the uniformly drawn worlds rather than a loss in both.
     guess_d = final_d >= 0
-    wins = int(np.sum(guess_d == (np.asarray(world) == 1)))
-    threshold = math.log(rho_beta / (1.0 - rho_beta))
     return DIOutcome(
         final_true_log_odds=truth,
-        adv=advantage(wins, len(truth), confidence),
-        delta_prime=float(np.mean(truth > threshold)),
+        guess_d=guess_d,
+        adv=advantage_of_guesses(guess_d, world, confidence),
+        delta_prime=delta_prime(truth, rho_beta),
         max_belief_log_odds=float(np.max(truth)),
     )
+
+
+def advantage_of_guesses(guess_d: np.ndarray, world: np.ndarray, confidence: float = 0.95) -> Advantage:
+    """Adv with its interval from per-trial guesses ("D" = True) and the worlds drawn (1 = D)."""
+    wins = int(np.sum(np.asarray(guess_d, dtype=bool) == (np.asarray(world) == 1)))
+    return advantage(wins, len(guess_d), confidence)
+
+
+def delta_prime(final_true_log_odds: np.ndarray, rho_beta: float) -> float:
+    """δ′: share of trials whose final belief in the true dataset exceeds ρβ (Bernau §5.3)."""
+    return float(np.mean(np.asarray(final_true_log_odds) > math.log(rho_beta / (1.0 - rho_beta))))
 
 
 def effective_noise_multipliers(sigma: np.ndarray, dd: np.ndarray) -> np.ndarray:
@@ -207,6 +218,9 @@ def yeom_membership(
     """Loss-threshold MI (Yeom et al.): guess "member" iff loss < threshold (the model's mean
     training loss); ``member[t]`` says whether the record was in trial t's training set.
     Adv = 2·correct/n − 1, comparable with the DI advantage."""
-    guess = np.asarray(record_loss) < np.asarray(threshold)
-    correct = int(np.sum(guess == np.asarray(member, dtype=bool)))
-    return advantage(correct, len(guess), confidence)
+    return advantage_of_guesses(yeom_guess(record_loss, threshold), np.asarray(member, dtype=int), confidence)
+
+
+def yeom_guess(record_loss: np.ndarray, threshold: np.ndarray) -> np.ndarray:
+    """Yeom et al.'s decision: "member" iff the record's loss is below the mean training loss."""
+    return np.asarray(record_loss) < np.asarray(threshold)

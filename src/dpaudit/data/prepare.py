@@ -16,7 +16,6 @@ from typing import Any, Literal
 import numpy as np
 
 from dpaudit.config import from_mapping, require, section
-from dpaudit.data.download import resolve_mirror
 from dpaudit.data.prepared import PreparedData
 from dpaudit.data.registry import DATASET_NAMES, get_dataset
 
@@ -86,10 +85,6 @@ class DataConfig:
     def pool_for(self, name: str) -> str | None:
         """The population pool of a pooled dataset (mnist), ``None`` for the others."""
         return getattr(self.prepare_for(name), "pool", None)
-
-    def mirror_path(self) -> Path | None:
-        """The mirror in effect: env ``DPAUDIT_DATA_MIRROR`` when set, else ``data.mirror``."""
-        return resolve_mirror(self.mirror)
 
 
 def draw_split(

@@ -211,10 +211,7 @@ DATASETS: dict[str, DatasetSpec] = {
         parse=_parse_mnist,
         pools=MNIST_POOLS,
         default_pool="test",
-        pool_files={
-            "train": ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"),
-            "test": ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"),
-        },
+        pool_files=parsers.MNIST_SPLIT_FILES,
     ),
     "purchase100": DatasetSpec(
         name="purchase100",

@@ -30,7 +30,6 @@ from dpaudit.attacks import di
 from dpaudit.bounds.accountants import (
     all_epsilons,
     calibrate_noise_multiplier,
-    compute_epsilon,
     rdp_epsilon_and_order,
 )
 from dpaudit.bounds.empirical import epsilon_lower_from_scores
@@ -234,6 +233,7 @@ def _delta(config: IdentifiabilityConfig, n: int) -> float:
     return config.delta if config.delta is not None else 1.0 / n
 
 
+@functools.lru_cache(maxsize=64)
 def noise_multiplier_for(rho_beta: float, delta: float, steps: int) -> tuple[float, float]:
     """(ε, z): ε from ρβ (Eq. 10), z calibrated under RDP with q = 1 and ``steps`` steps."""
     eps = epsilon_from_rho_beta(rho_beta)
@@ -432,20 +432,16 @@ def run_attack(config: IdentifiabilityConfig, audit: Audit, out_dir: Path) -> No
     for st in settings(config):
         with np.load(audit.train_dir / f"{st.file}.npz") as f:
             world, dot, dd, sigma = f["world"], f["dot"], f["dd"], f["sigma"]
-        llr = di.log_likelihood_ratios(dot, dd, sigma, world)
-        log_odds_d = di.belief_log_odds(llr)
-        truth = di.true_log_odds(log_odds_d[:, -1], world)
+        outcome = di.run_di(dot, dd, sigma, world, st.rho_beta, config.confidence)
         # MI on x̂ (first tracked row): a member exactly in world D.
-        x_loss = losses[f"{st.file}__record_loss"][:, 0]
-        mi_guess = x_loss < losses[f"{st.file}__train_loss"]
+        mi_guess = di.yeom_guess(losses[f"{st.file}__record_loss"][:, 0], losses[f"{st.file}__train_loss"])
         write_npz(
             out_dir / f"{st.file}.npz",
             {
                 "world": world,
-                "final_log_odds_true": truth,
-                "di_guess": (log_odds_d[:, -1] > 0).astype(np.int8),
+                "final_log_odds_true": outcome.final_true_log_odds,
+                "di_guess": outcome.guess_d.astype(np.int8),
                 "mi_guess": mi_guess.astype(np.int8),
-                "record_loss": x_loss,
             },
         )
 
@@ -458,11 +454,11 @@ def _num(x: float) -> float:
     return max(-1e308, min(1e308, x))
 
 
-
 @functools.lru_cache(maxsize=64)
 def upper_bounds(noise_multiplier: float, steps: int, delta: float) -> dict[str, float]:
     """Every accountant's ε for k full-batch steps (q = 1) at this noise, for the summary table."""
     return {name: _num(value) for name, value in all_epsilons(noise_multiplier, 1.0, steps, delta).items()}
+
 
 def run_bounds(
     config: IdentifiabilityConfig, audit: Audit, metrics_path: Path, plots_dir: Path, section_path: Path
@@ -483,12 +479,10 @@ def run_bounds(
             dd, sigma = f["dd"], f["sigma"]
             eps, z, delta = float(f["epsilon"]), float(f["noise_multiplier"]), float(f["delta"])
         with np.load(audit.attack_dir / f"{st.file}.npz") as a:
-            world, truth, mi_guess = a["world"], a["final_log_odds_true"], a["mi_guess"]
+            world, truth = a["world"], a["final_log_odds_true"]
+            adv = di.advantage_of_guesses(a["di_guess"], world, config.confidence)
+            mi = di.advantage_of_guesses(a["mi_guess"], world, config.confidence)
         n = len(world)
-        wins = int(np.sum(truth > 0))
-        adv = di.advantage(wins, n, config.confidence)
-        mi = di.advantage(int(np.sum(mi_guess.astype(bool) == (world == 1))), n, config.confidence)
-        threshold = math.log(st.rho_beta / (1 - st.rho_beta))
         eps_ls, _ = di.epsilon_from_sensitivities(sigma, dd, delta)
         eps_belief = di.epsilon_from_beliefs(truth)
         eps_adv = di.epsilon_from_advantage(adv.advantage, delta)
@@ -517,13 +511,13 @@ def run_bounds(
             "adv_di_high": adv.high,
             "adv_expected_local": di.expected_advantage_local(z, k),
             "adv_mi": mi.advantage,
-            "delta_prime": float(np.mean(truth > threshold)),
+            "delta_prime": di.delta_prime(truth, st.rho_beta),
             "epsilon_lower_di": _num(eps_low),
             "delta_prime_expected_local": di.expected_delta_prime_local(z, k, eps),
             "epsilon_prime_ls": _num(eps_ls),
             "epsilon_prime_belief": _num(eps_belief),
             "epsilon_prime_adv": _num(eps_adv),
-            "epsilon_rdp": _num(compute_epsilon(z, 1.0, k, delta, "rdp")),
+            "epsilon_rdp": upper_bounds(z, k, delta)["rdp"],
             "mean_local_sensitivity": float(ls.mean()),
             "test_accuracy": accuracy,
             "trials": n,

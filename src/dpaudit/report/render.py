@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import base64
 import datetime as _dt
-import hashlib
 import html
 import importlib.metadata
 import logging
@@ -27,16 +26,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dpaudit.bounds.accountants import ACCOUNTANTS
 from dpaudit.config import from_mapping, require, section
+from dpaudit.data.download import file_facts
 from dpaudit.io import atomic_path, read_json, write_json
+from dpaudit.pipeline import TIMING_DIR
 from dpaudit.report.figures import FigureError, region_of_privacy_png, render_figure
 from dpaudit.report.spec import ReportSection, SummaryRow, TableSpec
 
 logger = logging.getLogger(__name__)
 
-ACCOUNTANT_ORDER = ("rdp", "pld", "naive", "advanced")
 STAGE_ORDER = ("download", "prepare", "sensitivity", "train", "losses", "attack", "bounds", "report")
-TIMING_DIRS = (Path("data") / "timing", Path("metrics") / "timing")
 MANIFEST_NAME = "manifest.json"  # the download stage's provenance file next to the verified files
 PACKAGES = (
     "dpaudit",
@@ -140,19 +140,6 @@ def summary_metrics(sections: Sequence[LoadedSection]) -> dict[str, dict[str, An
     return out
 
 
-def file_digests(path: Path) -> dict[str, str | int]:
-    """Size, sha256, md5 and git blob id of a file, in one pass (the facts the dataset registry uses)."""
-    size = path.stat().st_size
-    sha256, md5 = hashlib.sha256(), hashlib.md5(usedforsecurity=False)
-    blob = hashlib.sha1(f"blob {size}\0".encode(), usedforsecurity=False)
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            sha256.update(block)
-            md5.update(block)
-            blob.update(block)
-    return {"size": size, "sha256": sha256.hexdigest(), "md5": md5.hexdigest(), "git_blob": blob.hexdigest()}
-
-
 def _registry() -> Mapping[str, Any]:
     """``dpaudit.data.registry.DATASETS`` when that module is importable, else an empty mapping."""
     try:
@@ -199,7 +186,7 @@ def dataset_files(root: Path) -> list[DatasetFile]:
             continue
         spec = registry.get(dataset)
         file_spec = next((f for f in getattr(spec, "files", ()) if f.name == path.name), None)
-        facts = file_digests(path)
+        facts = file_facts(path)
         expected = file_spec.expected() if file_spec is not None else None
         source = ""
         if file_spec is not None:
@@ -272,19 +259,18 @@ def git_commit(root: Path) -> str | None:
 
 
 def stage_timings(root: Path) -> list[tuple[str, float]]:
-    """(stage, seconds) from ``data/timing/*.json`` and ``metrics/timing/*.json``, in pipeline order.
+    """(stage, seconds) from ``data/timing/*.json`` (written by the stage runner), in pipeline order.
 
     Each file holds ``{"stage": "train@adult-membership", "seconds": 12.3}`` (written by
     ``dpaudit.pipeline.run_stage``); unreadable files are skipped with a warning.
     """
     timings: dict[str, float] = {}
-    for directory in TIMING_DIRS:
-        for path in sorted((root / directory).glob("*.json")):
-            try:
-                raw = read_json(path)
-                timings[str(raw["stage"])] = float(raw["seconds"])
-            except (ValueError, KeyError, TypeError) as exc:
-                logger.warning("skipping timing file %s: %s", path, exc)
+    for path in sorted((root / TIMING_DIR).glob("*.json")):
+        try:
+            raw = read_json(path)
+            timings[str(raw["stage"])] = float(raw["seconds"])
+        except (ValueError, KeyError, TypeError) as exc:
+            logger.warning("skipping timing file %s: %s", path, exc)
 
     def order(stage: str) -> tuple[int, str]:
         family = stage.split("@", 1)[0]
@@ -361,7 +347,7 @@ def html_table(
 
 def _accountants(rows: Iterable[SummaryRow]) -> list[str]:
     names = {name for row in rows for name in row.epsilon_upper}
-    return [a for a in ACCOUNTANT_ORDER if a in names] + sorted(names - set(ACCOUNTANT_ORDER))
+    return [a for a in ACCOUNTANTS if a in names] + sorted(names - set(ACCOUNTANTS))
 
 
 def _summary_columns(accountants: Sequence[str]) -> list[str]:

@@ -27,6 +27,7 @@ import numpy as np
 
 from dpaudit.config import ParamsError, from_mapping, require, section
 from dpaudit.data.prepared import PreparedData
+from dpaudit.data.registry import DATASETS
 from dpaudit.io import read_json, write_json
 from dpaudit.logs import progress
 from dpaudit.sensitivity.measures import MEASURE_KINDS, MEASURES, Measure, MeasureName, make_measure
@@ -47,13 +48,7 @@ DEFAULT_MEASURES: dict[str, str] = {
 }
 
 #: Data kind of each known dataset, to reject e.g. SSIM for adult before any stage runs.
-DATASET_KINDS: dict[str, str] = {
-    "adult": "tabular",
-    "digits": "image",
-    "mnist": "image",
-    "purchase100": "tabular",
-    "cifar10": "image",
-}
+DATASET_KINDS: dict[str, str] = {name: spec.kind for name, spec in DATASETS.items()}
 
 
 @dataclass(frozen=True)
