@@ -40,8 +40,8 @@ def test_repository_params_are_valid(repo_root):
     if not (repo_root / "params.yaml").exists():
         pytest.skip("no params.yaml in the repository yet")
     config = DataConfig.from_params(load_params(repo_root / "params.yaml"))
-    assert "adult" in config.datasets
-    assert config.prepare.adult.train_size >= 1
+    assert config.datasets[:2] == ("adult", "digits")
+    assert config.prepare.adult.train_size == 1000 and config.pool_for("mnist") == "test"
 
 
 def test_defaults_and_accessors():

@@ -263,3 +263,22 @@ def test_config_rejects_local_noise_with_poisson_sampling() -> None:
     with pytest.raises(ValueError, match="needs full-batch steps"):
         dpsgd.DPSGDConfig(sampling_rate=0.5, **settings)
     assert dpsgd.DPSGDConfig(sampling_rate=1.0, **settings).noise_scale == "local"
+
+
+def test_loss_observer_records_canary_losses_before_each_update() -> None:
+    """The canary hook (Nasr et al. §IV): step i records the losses at θ_i, before that step's update."""
+    model = models.mlp("m", 4, 2, (3,))
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(12, 4)).astype(np.float32)
+    y = rng.integers(0, 2, 12)
+    p0 = model.init(2, seed=1)
+    cfg = dpsgd.DPSGDConfig(1.0, 0.0, 0.5, 3)
+    canaries = [0, 5]
+    res = train(model, X, y, np.ones((2, 12), bool), cfg, init_params=p0,
+                observers={"canary": dpsgd.loss_observer(canaries)})
+    recorded = res.records["canary"]
+    assert recorded.shape == (2, 3, 2)
+    np.testing.assert_allclose(recorded[:, 0], model.losses(p0, X, y)[:, canaries], rtol=1e-5)
+    all_rows = np.ones((2, 12), bool)
+    two_steps = train(model, X, y, all_rows, dpsgd.DPSGDConfig(1.0, 0.0, 0.5, 2), init_params=p0)
+    np.testing.assert_allclose(recorded[:, 2], model.losses(two_steps.params, X, y)[:, canaries], rtol=1e-4)
