@@ -2,54 +2,218 @@
 
 Everything is first written next to its destination under a temporary name and then moved
 into place with :func:`os.replace` (atomic on POSIX within one file system).
+
+Temporary names are ``.<destination name>.<pid>.<random>.tmp``: hidden, ignored by git and DVC
+(``.gitignore``, ``.dvcignore``), and tagged with the writer's process id. A writer that ends by an
+exception, Ctrl-C or SIGTERM (see :func:`handle_termination`) deletes its temporary on the way out.
+One killed outright (SIGKILL, power loss) cannot, so every writer first sweeps the temporaries that
+dead processes left next to its destination (:func:`sweep_stale_temps`).
+
+A full disk or exhausted quota is re-raised as :class:`DiskFullError`, naming the destination.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
+import logging
 import os
+import re
 import shutil
+import signal
 import tempfile
-from collections.abc import Iterator, Mapping
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import numpy as np
+
+log = logging.getLogger(__name__)
+
+TEMP_SUFFIX = ".tmp"
+#: errno values that mean "the file system cannot take more bytes": no space left, quota exceeded.
+DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+class DiskFullError(OSError):
+    """Writing ``destination`` failed because its file system is full or the quota is exhausted."""
+
+    def __init__(self, code: int, destination: Path) -> None:
+        what = "no space left on device" if code == errno.ENOSPC else "disk quota exceeded"
+        where = destination.parent if str(destination.parent) else Path(".")
+        super().__init__(
+            code,
+            f"{what} while writing {destination}; the partial output was removed. Free space on the "
+            f"file system holding {where} (see `df -h {where}`), then rerun",
+        )
+        self.destination = destination
+
+
+def disk_full_error(destination: str | Path, exc: OSError) -> OSError:
+    """``exc`` as a :class:`DiskFullError` naming ``destination`` when it means a full disk, else ``exc``.
+
+    An error that already is a :class:`DiskFullError` is returned unchanged, so nested writers name
+    the innermost file, the one actually being written.
+    """
+    if isinstance(exc, DiskFullError) or exc.errno not in DISK_FULL_ERRNOS:
+        return exc
+    return DiskFullError(exc.errno, Path(destination))
+
+
+@contextlib.contextmanager
+def naming_full_disk(destination: str | Path) -> Iterator[None]:
+    """Re-raise a full-disk :class:`OSError` of the block as :class:`DiskFullError` naming ``destination``."""
+    try:
+        yield
+    except OSError as exc:
+        error = disk_full_error(destination, exc)
+        if error is exc:
+            raise
+        raise error from exc
+
+
+def _temp_prefix(destination: Path) -> str:
+    return f".{destination.name}.{os.getpid()}."
+
+
+def _pid_alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists on this machine (signal 0 checks without sending anything)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by another user
+        return True
+    return True
+
+
+def sweep_stale_temps(destination: str | Path) -> list[Path]:
+    """Delete the temporaries that dead writers left next to ``destination``; return what was removed.
+
+    Matches only names this module creates for ``destination`` (``.<name>.<pid>.<random>.tmp``) whose
+    ``pid`` is no longer running, so a concurrent live writer's temporary is never touched. Needed
+    because SIGKILL cannot be caught: the killed writer's ``finally`` never ran.
+    """
+    destination = Path(destination)
+    parent = destination.parent
+    pattern = re.compile(rf"^\.{re.escape(destination.name)}\.(\d+)\.[^.]+{re.escape(TEMP_SUFFIX)}$")
+    removed: list[Path] = []
+    try:
+        entries = list(os.scandir(parent))
+    except FileNotFoundError:
+        return removed
+    for entry in entries:
+        match = pattern.match(entry.name)
+        if match is None or _pid_alive(int(match.group(1))):
+            continue
+        path = Path(entry.path)
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+        log.info("removed %s, left by process %s that was killed while writing", path, match.group(1))
+        removed.append(path)
+    return removed
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def _atomic(destination: Path, make: Callable[[Path], Path], mode: int) -> Iterator[Path]:
+    """Shared body of the atomic writers: sweep, create the temporary, publish or delete it."""
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    sweep_stale_temps(destination)
+    tmp: Path | None = None
+    try:
+        with naming_full_disk(destination):
+            tmp = make(destination)
+            yield tmp
+            os.chmod(tmp, mode)
+            if tmp.is_dir() and destination.exists():
+                shutil.rmtree(destination)
+            os.replace(tmp, destination)
+    finally:
+        if tmp is not None and (tmp.exists() or tmp.is_symlink()):
+            _remove(tmp)
+
+
+def _make_file(destination: Path) -> Path:
+    fd, name = tempfile.mkstemp(prefix=_temp_prefix(destination), suffix=TEMP_SUFFIX, dir=destination.parent)
+    os.close(fd)
+    return Path(name)
+
+
+def _make_directory(destination: Path) -> Path:
+    name = tempfile.mkdtemp(prefix=_temp_prefix(destination), suffix=TEMP_SUFFIX, dir=destination.parent)
+    return Path(name)
 
 
 @contextlib.contextmanager
 def atomic_path(destination: str | Path) -> Iterator[Path]:
     """Yield a temporary file path; on success move it to ``destination``, else delete it."""
-    destination = Path(destination)
-    destination.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{destination.name}.", suffix=".tmp", dir=destination.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
-    try:
+    with _atomic(Path(destination), _make_file, 0o644) as tmp:
         yield tmp
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, destination)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
 
 
 @contextlib.contextmanager
 def atomic_directory(destination: str | Path) -> Iterator[Path]:
     """Yield a temporary directory; on success it replaces ``destination`` whole, else is removed."""
-    destination = Path(destination)
-    destination.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{destination.name}.", suffix=".tmp", dir=destination.parent))
-    try:
+    with _atomic(Path(destination), _make_directory, 0o755) as tmp:
         yield tmp
-        os.chmod(tmp, 0o755)
-        if destination.exists():
-            shutil.rmtree(destination)
-        os.replace(tmp, destination)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
+
+
+class Terminated(KeyboardInterrupt):
+    """Raised by the handler :func:`handle_termination` installs, when the process gets SIGTERM or SIGHUP.
+
+    A :class:`KeyboardInterrupt` subclass so that it unwinds like Ctrl-C: ``except Exception`` in
+    library code does not swallow it, and every ``finally`` and context manager on the way out runs
+    (the atomic writers delete their temporaries).
+    """
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        super().__init__(f"terminated by {signal.Signals(signum).name}")
+
+
+def handle_termination(signums: Sequence[int] = (signal.SIGTERM, signal.SIGHUP)) -> None:
+    """Make SIGTERM (sent by ``timeout``, CI time limits, ``kill``) and SIGHUP raise :class:`Terminated`.
+
+    Python's default for these signals is to die at once, skipping all cleanup. A second signal
+    while the first is unwinding is ignored, so it cannot cut the cleanup short. Does nothing
+    outside the main thread, where Python cannot install signal handlers.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return
+    fired = False
+
+    def _raise(signum: int, frame: FrameType | None) -> None:
+        nonlocal fired
+        if fired:
+            return
+        fired = True
+        raise Terminated(signum)
+
+    for signum in signums:
+        signal.signal(signum, _raise)
+
+
+def interruption(exc: KeyboardInterrupt) -> tuple[str, int]:
+    """Signal name and conventional exit status (128 + signal number) of an interrupt.
+
+    ``("SIGINT", 130)`` for Ctrl-C, ``("SIGTERM", 143)`` for a :class:`Terminated` from SIGTERM.
+    """
+    signum = exc.signum if isinstance(exc, Terminated) else int(signal.SIGINT)
+    return signal.Signals(signum).name, 128 + signum
 
 
 def _json_default(value: Any) -> Any:

@@ -18,7 +18,7 @@ from typing import Any
 
 from dpaudit.config import ParamsError, from_mapping, load_params, require, section
 from dpaudit.experiments import EXPERIMENTS, Audit, experiment_module
-from dpaudit.io import write_json
+from dpaudit.io import handle_termination, interruption, write_json
 from dpaudit.logs import setup_logging
 
 log = logging.getLogger("dpaudit.stage")
@@ -63,10 +63,15 @@ def load_audit(params: Mapping[str, Any], name: str) -> tuple[Audit, ModuleType,
 def run_stage(stage: str, body: Callable[[dict[str, Any]], None], params_path: str = "params.yaml") -> None:
     """Run one stage body with params loaded; log its duration; exit 1 with a clear message on failure."""
     setup_logging()
+    handle_termination()  # SIGTERM unwinds like Ctrl-C, so the atomic writers remove their temporaries
     started = time.perf_counter()
     try:
         params = load_params(params_path)
         body(params)
+    except KeyboardInterrupt as exc:
+        signame, status = interruption(exc)
+        log.error("stage %s interrupted (%s); partial outputs removed", stage, signame)
+        sys.exit(status)
     except ParamsError as exc:
         log.error("stage %s: invalid parameters in %s: %s", stage, params_path, exc)
         sys.exit(1)

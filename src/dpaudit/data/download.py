@@ -1,14 +1,15 @@
 """Fetch a dataset's official files into ``data/raw/<ds>/``, verified, all or nothing.
 
-Where a file comes from, in order: the mirror directory (env ``DPAUDIT_DATA_MIRROR`` beats the
-``data.mirror`` param), looked up as ``<mirror>/<ds>/<file>`` or ``<mirror>/<file>``; the vendored
-copy in the repository (adult); the network, trying each of the file's URLs with a timeout and
-retrying transient failures with exponential backoff. A mirror replaces the network: a file it lacks
-(and the repository does not vendor) is an error, not a download.
+Where a file comes from, in order: the mirror (env ``DPAUDIT_DATA_MIRROR`` beats the ``data.mirror``
+param), a directory or an ``http(s)://`` base URL, looked up as ``<mirror>/<ds>/<file>`` or
+``<mirror>/<file>``; the vendored copy in the repository (adult); the network, trying each of the
+file's URLs with a timeout and retrying transient failures with exponential backoff (a URL mirror is
+fetched the same way). A mirror replaces the network: a file it lacks (and the repository does not
+vendor) is an error, not a download.
 
 Every file is checked against all integrity facts the registry has for it (size, sha256, md5, git
 blob id). The files are assembled in a temporary directory next to ``dest_dir`` that replaces it only
-when every file passed, so a failure leaves no output behind.
+when every file passed, so a failure leaves no output behind. A full disk is reported naming the file.
 """
 
 from __future__ import annotations
@@ -20,13 +21,14 @@ import os
 import shutil
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from dpaudit.data.registry import MANIFEST_NAME, FileSpec, get_dataset
-from dpaudit.io import atomic_directory, write_json
+from dpaudit.io import DISK_FULL_ERRNOS, atomic_directory, naming_full_disk, write_json
 from dpaudit.logs import progress
 
 log = logging.getLogger(__name__)
@@ -34,6 +36,8 @@ log = logging.getLogger(__name__)
 MIRROR_ENV = "DPAUDIT_DATA_MIRROR"
 CHUNK = 1 << 20
 USER_AGENT = "dpaudit/0.1 (python urllib)"
+#: URL schemes a mirror may use besides a plain directory (``file://`` is read as the directory).
+URL_MIRROR_SCHEMES = ("http", "https")
 
 
 class DataError(RuntimeError):
@@ -56,14 +60,33 @@ class _TransientError(Exception):
     """A failure worth retrying the same URL for (timeout, reset connection, truncated body, 5xx)."""
 
 
-def resolve_mirror(configured: str | Path | None) -> Path | None:
-    """The mirror to use: env ``DPAUDIT_DATA_MIRROR`` when set and non-empty, else the configured one."""
+def resolve_mirror(configured: str | Path | None) -> Path | str | None:
+    """The mirror to use: env ``DPAUDIT_DATA_MIRROR`` when set and non-empty, else the configured one.
+
+    A directory comes back as a :class:`Path` (``file:///dir`` too); an ``http://`` or ``https://``
+    base URL as a string without its trailing slash. Any other ``scheme://`` is a
+    :class:`DownloadError` naming the value and where it was set, rather than being read as a
+    (mangled) relative path.
+    """
     env = os.environ.get(MIRROR_ENV, "").strip()
     if env:
-        return Path(env)
-    if configured is None or str(configured).strip() == "":
+        value, origin = env, MIRROR_ENV
+    elif configured is None or str(configured).strip() == "":
         return None
-    return Path(configured)
+    else:
+        value, origin = str(configured).strip(), "data.mirror"
+    if "://" not in value:
+        return Path(value)
+    parts = urllib.parse.urlsplit(value)
+    scheme = parts.scheme.lower()
+    if scheme == "file" and parts.netloc in ("", "localhost"):
+        return Path(urllib.parse.unquote(parts.path))
+    if scheme in URL_MIRROR_SCHEMES and parts.netloc:
+        return value.rstrip("/")
+    raise DownloadError(
+        f"data mirror {value!r} (set by {origin}) is not supported: give a directory, or an "
+        f"http:// or https:// base URL under which the files keep their names"
+    )
 
 
 def git_blob_id(path: str | Path) -> str:
@@ -112,6 +135,12 @@ def verify_file(path: str | Path, spec: FileSpec, source: str | None = None) -> 
     return facts
 
 
+def mirror_urls(base: str, dataset: str, name: str) -> list[str]:
+    """The URLs a file is looked up at under a URL mirror: ``<base>/<dataset>/<name>``, ``<base>/<name>``."""
+    quoted = urllib.parse.quote(name)
+    return [f"{base}/{urllib.parse.quote(dataset)}/{quoted}", f"{base}/{quoted}"]
+
+
 def find_in_mirror(mirror: Path, dataset: str, name: str) -> Path | None:
     """``<mirror>/<dataset>/<name>`` or ``<mirror>/<name>``, whichever exists first."""
     for candidate in (mirror / dataset / name, mirror / name):
@@ -138,6 +167,8 @@ def _fetch_once(url: str, dest: Path, name: str, timeout: float) -> None:
             raise _TransientError(f"HTTP {exc.code} {exc.reason}") from exc
         raise DownloadError(f"HTTP {exc.code} {exc.reason}") from exc
     except (http.client.HTTPException, OSError) as exc:  # URLError, timeouts, resets, TLS errors
+        if isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS:
+            raise  # writing ``dest`` failed: retrying cannot help; the caller names the file
         raise _TransientError(f"{type(exc).__name__}: {exc}") from exc
     if length is not None and received != length:
         raise _TransientError(f"truncated download: received {received} of {length} bytes")
@@ -168,16 +199,33 @@ def obtain_file(
     dest: Path,
     *,
     dataset: str,
-    mirror: Path | None = None,
+    mirror: Path | str | None = None,
     vendor_dir: Path | None = None,
     timeout: float = 60.0,
     retries: int = 3,
     backoff: float = 2.0,
 ) -> dict[str, str | int]:
-    """Put a verified copy of ``spec`` at ``dest`` (mirror, vendored copy, then URLs); return its facts."""
+    """Put a verified copy of ``spec`` at ``dest`` (mirror, vendored copy, then URLs); return its facts.
+
+    ``mirror`` is a directory or an http(s) base URL (see :func:`resolve_mirror`). A file a URL
+    mirror serves with the wrong bytes is an :class:`IntegrityError`, as for a directory mirror.
+    """
     local: Path | None = None
-    if mirror is not None:
+    looked_for: list[str] = []
+    if isinstance(mirror, str):
+        for url in mirror_urls(mirror, dataset, spec.name):
+            try:
+                log.info("%s: downloading %s (mirror)", spec.name, url)
+                return fetch_url(spec, url, dest, timeout=timeout, retries=retries, backoff=backoff)
+            except IntegrityError:
+                dest.unlink(missing_ok=True)
+                raise
+            except DownloadError as exc:
+                looked_for.append(f"{url}: {exc}")
+            dest.unlink(missing_ok=True)
+    elif mirror is not None:
         local = find_in_mirror(mirror, dataset, spec.name)
+        looked_for = [str(mirror / dataset / spec.name), str(mirror / spec.name)]
     if local is None and vendor_dir is not None and (vendor_dir / spec.name).is_file():
         local = vendor_dir / spec.name
     if local is not None:
@@ -186,8 +234,8 @@ def obtain_file(
         return verify_file(dest, spec, source=str(local))
     if mirror is not None:
         raise DownloadError(
-            f"{spec.name}: not in the mirror {mirror} (looked for {mirror / dataset / spec.name} and "
-            f"{mirror / spec.name}); a mirror replaces the network, so unset it ({MIRROR_ENV} / data.mirror) "
+            f"{spec.name}: not in the mirror {mirror} (looked for {' and '.join(looked_for)}); "
+            f"a mirror replaces the network, so unset it ({MIRROR_ENV} / data.mirror) "
             f"to download from {', '.join(spec.urls) or 'the official source'}"
         )
     if not spec.urls:
@@ -238,7 +286,7 @@ def download_dataset(
     else:
         wanted = files
     mirror_path = resolve_mirror(mirror)
-    if mirror_path is not None and not mirror_path.is_dir():
+    if isinstance(mirror_path, Path) and not mirror_path.is_dir():
         raise DownloadError(
             f"data mirror {mirror_path} is not a directory (set by {MIRROR_ENV} or data.mirror)"
         )
@@ -249,16 +297,17 @@ def download_dataset(
         manifest["note"] = "nothing to download: the data ships with a Python package"
     with atomic_directory(dest_dir) as tmp:
         for file in wanted:
-            facts = obtain_file(
-                file,
-                tmp / file.name,
-                dataset=name,
-                mirror=mirror_path,
-                vendor_dir=vendor_dir,
-                timeout=timeout,
-                retries=retries,
-                backoff=backoff,
-            )
+            with naming_full_disk(dest_dir / file.name):
+                facts = obtain_file(
+                    file,
+                    tmp / file.name,
+                    dataset=name,
+                    mirror=mirror_path,
+                    vendor_dir=vendor_dir,
+                    timeout=timeout,
+                    retries=retries,
+                    backoff=backoff,
+                )
             verified[file.name] = {"size": facts["size"], "sha256": facts["sha256"]}
         write_json(tmp / MANIFEST_NAME, manifest)
     log.info("%s: %d verified file(s) in %s", name, len(wanted), dest_dir)
