@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import io
 import json
+import os
 import shutil
 import subprocess
 import threading
@@ -13,6 +16,7 @@ from typing import ClassVar
 
 import pytest
 
+from dpaudit.data import download as download_module
 from dpaudit.data.download import (
     MIRROR_ENV,
     DownloadError,
@@ -23,6 +27,7 @@ from dpaudit.data.download import (
     resolve_mirror,
 )
 from dpaudit.data.registry import DATASETS, MANIFEST_NAME, FileSpec, raw_files
+from dpaudit.io import DiskFullError
 
 PAYLOAD = bytes(range(256)) * 400  # 102,400 bytes: several reads, not one
 PAYLOAD_SHA256 = hashlib.sha256(PAYLOAD).hexdigest()
@@ -220,3 +225,85 @@ def test_server_errors_are_retried_before_the_next_url(server, tmp_path):
     download_dataset("toy", tmp_path / "toy", files=[spec], retries=2, backoff=0)
     assert handler.hits == {"/busy.bin": 3, "/toy.bin": 1}
     assert (tmp_path / "toy" / "toy.bin").read_bytes() == PAYLOAD
+
+
+def test_http_mirror_serves_both_layouts_and_replaces_the_network(server, tmp_path, monkeypatch):
+    base, handler = server
+    handler.routes["/m/toy/toy.bin"] = (200, PAYLOAD, len(PAYLOAD))  # <mirror>/<dataset>/<file>
+    handler.routes["/m/flat.bin"] = (200, PAYLOAD, len(PAYLOAD))  # <mirror>/<file>
+    never = "http://127.0.0.1:9/never-used"
+    toy = FileSpec("toy.bin", urls=(never,), sha256=PAYLOAD_SHA256)
+    flat = FileSpec("flat.bin", urls=(never,), sha256=PAYLOAD_SHA256)
+    monkeypatch.setenv(MIRROR_ENV, base + "/m/")  # a trailing slash is not doubled
+    assert resolve_mirror(None) == base + "/m"
+    download_dataset("toy", tmp_path / "out", files=[toy, flat], timeout=5, retries=0, backoff=0)
+    out = tmp_path / "out"
+    assert (out / "toy.bin").read_bytes() == PAYLOAD == (out / "flat.bin").read_bytes()
+    assert handler.hits == {"/m/toy/toy.bin": 1, "/m/toy/flat.bin": 1, "/m/flat.bin": 1}
+    # A file the mirror lacks is an error naming both URLs tried, not a download from the file's own URL.
+    missing = FileSpec("other.bin", urls=(never,), sha256=PAYLOAD_SHA256)
+    with pytest.raises(DownloadError) as info:
+        download_dataset("toy", tmp_path / "out2", files=[missing], timeout=5, retries=0, backoff=0)
+    message = str(info.value)
+    assert f"not in the mirror {base}/m " in message
+    assert f"{base}/m/toy/other.bin: HTTP 404" in message and f"{base}/m/other.bin: HTTP 404" in message
+    assert not (tmp_path / "out2").exists()
+
+
+def test_http_mirror_set_in_params_with_a_corrupt_copy_fails_naming_the_url(server, tmp_path, monkeypatch):
+    base, handler = server
+    corrupt = bytearray(PAYLOAD)
+    corrupt[7] ^= 1
+    handler.routes["/toy.bin"] = (200, bytes(corrupt), len(corrupt))
+    spec = FileSpec("toy.bin", sha256=PAYLOAD_SHA256)
+    with pytest.raises(IntegrityError, match=rf"toy\.bin: sha256 mismatch \(from {base}/toy\.bin\)"):
+        download_dataset("toy", tmp_path / "out", base, files=[spec], timeout=5, retries=2, backoff=0)
+    assert handler.hits["/toy.bin"] == 1 and _left_over(tmp_path) == []
+
+
+def test_unsupported_mirror_schemes_are_refused_by_name(tmp_path, monkeypatch):
+    monkeypatch.delenv(MIRROR_ENV, raising=False)
+    assert resolve_mirror(f"file://{tmp_path}") == tmp_path
+    refused = r"data mirror 's3://bucket/data' \(set by data\.mirror\) is not supported"
+    with pytest.raises(DownloadError, match=refused):
+        resolve_mirror("s3://bucket/data")
+    monkeypatch.setenv(MIRROR_ENV, "ftp://example.org/pub")
+    with pytest.raises(DownloadError, match=rf"'ftp://example\.org/pub' \(set by {MIRROR_ENV}\)"):
+        download_dataset("toy", tmp_path / "out", files=[FileSpec("toy.bin", sha256="0" * 64)])
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EDQUOT])
+def test_a_full_disk_during_a_download_names_the_file_and_is_not_retried(server, tmp_path, monkeypatch, code):
+    base, handler = server
+    handler.routes["/toy.bin"] = (200, PAYLOAD, len(PAYLOAD))
+    spec = FileSpec("toy.bin", urls=(base + "/toy.bin",), sha256=PAYLOAD_SHA256)
+
+    class FullDisk(io.BytesIO):
+        def write(self, data):
+            raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(download_module, "open", lambda *args, **kwargs: FullDisk(), raising=False)
+    dest = tmp_path / "raw" / "toy"
+    with pytest.raises(DiskFullError) as info:
+        download_dataset("toy", dest, files=[spec], timeout=5, retries=3, backoff=0)
+    assert info.value.errno == code and str(dest / "toy.bin") in str(info.value)
+    assert f"df -h {dest}" in str(info.value)
+    assert handler.hits["/toy.bin"] == 1 and _left_over(tmp_path / "raw") == []
+
+
+def test_a_full_disk_copying_from_a_mirror_names_the_file(tmp_path, monkeypatch):
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    (mirror / "toy.bin").write_bytes(PAYLOAD)
+    monkeypatch.delenv(MIRROR_ENV, raising=False)
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(download_module.shutil, "copyfile", full)
+    dest = tmp_path / "raw" / "toy"
+    spec = FileSpec("toy.bin", sha256=PAYLOAD_SHA256)
+    with pytest.raises(DiskFullError, match=rf"no space left on device while writing {dest / 'toy.bin'}"):
+        download_dataset("toy", dest, mirror, files=[spec])
+    assert _left_over(tmp_path / "raw") == []
