@@ -35,7 +35,9 @@ log = logging.getLogger(__name__)
 
 TEMP_SUFFIX = ".tmp"
 #: errno values that mean "the file system cannot take more bytes": no space left, quota exceeded.
-DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+DISK_FULL_ERRNOS = frozenset(getattr(errno, name) for name in ("ENOSPC", "EDQUOT") if hasattr(errno, name))
+#: Signals a stage unwinds on (:func:`handle_termination`): ``kill``, ``timeout``, a closed terminal.
+TERMINATION_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
 
 
 class DiskFullError(OSError):
@@ -43,7 +45,7 @@ class DiskFullError(OSError):
 
     def __init__(self, code: int, destination: Path) -> None:
         what = "no space left on device" if code == errno.ENOSPC else "disk quota exceeded"
-        where = destination.parent if str(destination.parent) else Path(".")
+        where = destination.parent
         super().__init__(
             code,
             f"{what} while writing {destination}; the partial output was removed. Free space on the "
@@ -185,7 +187,7 @@ class Terminated(KeyboardInterrupt):
         super().__init__(f"terminated by {signal.Signals(signum).name}")
 
 
-def handle_termination(signums: Sequence[int] = (signal.SIGTERM, signal.SIGHUP)) -> None:
+def handle_termination(signums: Sequence[int] = TERMINATION_SIGNALS) -> None:
     """Make SIGTERM (sent by ``timeout``, CI time limits, ``kill``) and SIGHUP raise :class:`Terminated`.
 
     Python's default for these signals is to die at once, skipping all cleanup. A second signal
