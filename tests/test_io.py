@@ -174,3 +174,14 @@ def test_git_and_dvc_ignore_every_temporary_and_run_byproduct_but_not_outputs(tm
     assert listed == sorted([".dvc/.gitignore", ".dvcignore", ".gitignore", *kept])
     dvcignore = (REPO / ".dvcignore").read_text().splitlines()
     assert ".*.tmp" in dvcignore  # DVC never hashes a temporary into an output directory
+
+
+def test_no_sweep_inside_a_writers_own_temporary_directory(tmp_path):
+    dead = _dead_pid()
+    with atomic_directory(tmp_path / "out") as tmp:
+        planted = tmp / f".part.json.{dead}.a.tmp"
+        planted.write_text("x")
+        assert sweep_stale_temps(tmp / "part.json") == []  # a fresh directory: nothing to look for
+        planted.unlink()
+        write_json(tmp / "part.json", {"a": 1})
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["part.json"]
