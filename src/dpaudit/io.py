@@ -100,13 +100,13 @@ def sweep_stale_temps(destination: str | Path) -> list[Path]:
     Matches only names this module creates for ``destination`` (``.<name>.<pid>.<random>.tmp``) whose
     ``pid`` is no longer running, so a concurrent live writer's temporary is never touched. Needed
     because SIGKILL cannot be caught: the killed writer's ``finally`` never ran. Skipped inside another
-    writer's temporary directory (a parent named ``*.tmp``), which is fresh, so that writing many
+    writer's temporary directory (a parent named ``.*.tmp``), which is fresh, so that writing many
     files into it does not list it once per file.
     """
     destination = Path(destination)
     parent = destination.parent
     removed: list[Path] = []
-    if any(part.endswith(TEMP_SUFFIX) for part in parent.parts):
+    if any(part.startswith(".") and part.endswith(TEMP_SUFFIX) for part in parent.parts):
         return removed
     pattern = re.compile(rf"^\.{re.escape(destination.name)}\.(\d+)\.[^.]+{re.escape(TEMP_SUFFIX)}$")
     try:
