@@ -273,7 +273,8 @@ def pld_tradeoff_tpr_at_fpr(
     World D gives P = N(0, z²)^⊗T, world D′ gives Q = ((1 − q)N(0, z²) + qN(1, z²))^⊗T. For every ε,
     any test has TPR ≤ e^ε·FPR + δ_{Q‖P}(ε), and the Neyman–Pearson test attains the infimum
     over ε ∈ ℝ, so TPR*(α) = inf_ε [δ_{Q‖P}(ε) + e^ε α], i.e. 1 − β(α) with
-    β(α) = sup_ε [1 − δ(ε) − e^ε α] (Dong, Roth, Su 2022, Prop. 2.12; Nasr et al. Eq. 4).
+    β(α) = sup_ε [1 − δ(ε) − e^ε α] (the primal–dual relation between trade-off functions and privacy
+    profiles, Dong, Roth & Su 2022; the inequality is the one behind Nasr et al. Eq. 4).
 
     - ``direction="remove"`` (default) uses the hockey-stick divergence δ_{Q‖P} alone: dp_accounting's
       REMOVE privacy-loss distribution has μ_upper = the mixture and μ_lower = N(0, z²), exactly our
@@ -329,7 +330,7 @@ def pld_tradeoff_tpr_at_fpr(
 
 
 def gaussian_tradeoff_tpr_at_fpr(fpr: float | np.ndarray, mu: float) -> np.ndarray:
-    """TPR = Φ(Φ⁻¹(FPR) + μ) of the μ-GDP trade-off (Dong, Roth, Su 2022, Eq. 2.3).
+    """TPR = Φ(Φ⁻¹(FPR) + μ) of the μ-GDP trade-off G_μ (Dong, Roth & Su 2022).
 
     For q = 1 the T-fold Gaussian mechanism with sensitivity C and noise z·C is exactly μ-GDP with
     μ = √T / z, which is what Distinguisher 3 must approach as the trial count grows.

@@ -1,25 +1,28 @@
 """LiRA, the likelihood-ratio membership attack, on a canaries × models grid.
 
-Carlini et al. (2022), "Membership Inference Attacks From First Principles", §IV and Algorithm 1,
+Carlini et al. (2022), "Membership Inference Attacks From First Principles" (IEEE S&P), Algorithm 1,
 as used for sample-level evaluation by Aerni et al. (2024), "Evaluations of Machine Learning
-Privacy Defenses are Misleading", §3 (`../shared/papers/aerni-misleading-privacy-evaluations.txt`,
+Privacy Defenses are Misleading", "efficient sample-level evaluations using canaries"
+(`../shared/papers/aerni-misleading-privacy-evaluations.txt`,
 `../shared/specs/canaries.md`).
 
 Protocol. There are K canaries and M models; ``membership[k, m]`` says whether canary k was in the
 training set of model m. Every model in turn is the *target* and the other M − 1 models are its
 *shadows* (leave-one-out), which gives K·M decisions. For each decision (k, m) the attack
 
-1. turns the target's logits on canary k into a confidence φ_km (Carlini et al. §IV-B, Eq. 4):
+1. turns the target's logits on canary k into a confidence φ_km (Carlini et al.'s
+   logit scaling of the model confidence):
    the logit-scaled confidence φ = log(p_y / (1 − p_y)) = z_y − logsumexp_{j≠y} z_j
    (:func:`logit_scaled_confidence`) or the hinge z_y − max_{j≠y} z_j (:func:`hinge_confidence`);
 2. fits Gaussians to the shadows' confidences on the same canary: N(μ_in, σ_in²) over the shadows
-   m′ ≠ m that trained on k and N(μ_out, σ_out²) over those that did not (§IV-C, Eqs. 5–6);
+   m′ ≠ m that trained on k and N(μ_out, σ_out²) over those that did not (the parametric fits of
+   Algorithm 1);
 3. scores the decision (higher = member):
 
-   - **online** (Algorithm 1, lines 13–16): the log-likelihood ratio
+   - **online** (Algorithm 1): the log-likelihood ratio
      ``s = log N(φ; μ_in, σ_in²) − log N(φ; μ_out, σ_out²)``;
-   - **offline** (§IV-D, "Λ = 1 − Pr[Z > φ], Z ~ N(μ_out, σ_out²)"): the one-sided test that φ is
-     larger than the out-distribution predicts. We return the monotone transform
+   - **offline** (Carlini et al.'s offline variant, Λ = 1 − Pr[Z > φ], Z ~ N(μ_out, σ_out²)): the
+     one-sided test that φ is larger than the out-distribution predicts. We return the monotone transform
      ``s = −log Pr[Z > φ] = −log S((φ − μ_out)/σ_out)`` (``S`` the standard normal survival
      function, via :func:`scipy.stats.norm.logsf`), which orders decisions exactly like 1 − Pr[Z > φ]
      and keeps its resolution deep in the upper tail, where low-FPR thresholds sit. (The authors'
@@ -28,7 +31,7 @@ training set of model m. Every model in turn is the *target* and the other M −
 
    With A query augmentations (confidences ``[K, M, A]``) each augmentation a gets its own fit
    (μ_{·,a}, σ_{·,a}) and the score is the mean over augmentations of the per-augmentation score
-   (Carlini et al. §IV-C "we fit a Gaussian per augmentation"; the released code averages the
+   (Carlini et al. fit a Gaussian per augmentation; their released code averages the
    per-augmentation log-likelihood ratios, i.e. a diagonal multivariate Gaussian up to the factor
    1/A, which does not change the ranking).
 
@@ -37,9 +40,9 @@ leave-one-out from sufficient statistics) and σ² the unbiased sample variance 
 
 - ``variance="per_sample"``: σ_in², σ_out² per canary (and augmentation), Carlini et al.'s default;
 - ``variance="global"``: one pooled within-canary variance per side (and augmentation),
-  σ² = Σ_k SS_k / Σ_k (n_k − 1), used by Carlini et al. when few shadows are available (§VI-A,
-  "fixed variance"). Pooling the within-canary sums of squares, rather than the variance of all
-  values, keeps the between-canary spread of μ out of σ.
+  σ² = Σ_k SS_k / Σ_k (n_k − 1), used by Carlini et al. when few shadows are available
+  (their "fixed variance" option). Pooling the within-canary sums of squares, rather than taking
+  the variance of all values, keeps the between-canary spread of μ out of σ.
 
 Leave-one-out is exact and costs O(K·M·A): the per-canary sums and centred sums of squares over
 all models are computed once, and the target's own contribution is removed with the downdate
@@ -101,7 +104,7 @@ def _split_true_class(logits: np.ndarray, labels: np.ndarray) -> tuple[np.ndarra
 
 
 def logit_scaled_confidence(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """Logit-scaled confidence φ = z_y − logsumexp_{j≠y} z_j (Carlini et al. 2022, §IV-B, Eq. 4).
+    """Logit-scaled confidence φ = z_y − logsumexp_{j≠y} z_j (Carlini et al. 2022, logit scaling).
 
     Equal to log(p_y / (1 − p_y)) for p = softmax(z), but computed from the logits with a stable
     logsumexp, so it stays finite and exact when p_y rounds to 1 in floating point. ``logits`` is
@@ -113,7 +116,7 @@ def logit_scaled_confidence(logits: np.ndarray, labels: np.ndarray) -> np.ndarra
 
 
 def hinge_confidence(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """Hinge confidence z_y − max_{j≠y} z_j (Carlini et al. 2022, §IV-B, the hinge alternative).
+    """Hinge confidence z_y − max_{j≠y} z_j (the hinge alternative to logit scaling).
 
     Shapes as in :func:`logit_scaled_confidence`.
     """
@@ -238,7 +241,7 @@ def lira_scores(
     ``confidences`` is ``[K, M]`` or ``[K, M, A]`` (A query augmentations) of per-model confidences,
     e.g. :func:`logit_scaled_confidence`; ``membership`` is the boolean ``[K, M]`` design. Online:
     ``mean_a [log N(φ_kma; μ_in, σ_in²) − log N(φ_kma; μ_out, σ_out²)]`` (Carlini et al. 2022,
-    Algorithm 1). Offline: ``mean_a [−log Pr(Z > φ_kma)]``, Z ~ N(μ_out, σ_out²) (§IV-D, one-sided).
+    Algorithm 1). Offline: ``mean_a [−log Pr(Z > φ_kma)]``, Z ~ N(μ_out, σ_out²) (one-sided).
     Fits are leave-one-out over the other models (:func:`leave_one_out_fits`); σ is floored at
     ``min_std``. The scores of in-decisions (``membership``) and out-decisions go to the scores
     auditor as they are.
