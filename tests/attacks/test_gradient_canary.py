@@ -208,3 +208,16 @@ def test_no_test_beats_the_oracle_not_even_the_literal_one():
         hits = int(np.sum(scores_dp > np.sort(scores_d)[::-1][int(fpr * n)]))
         assert binomtest(hits, n).proportion_ci(0.9999).low <= oracle
     assert mc_tpr_at_fpr(literal_d, literal_dp, fpr) < mc_tpr_at_fpr(lr_d, lr_dp, fpr) - 0.05
+
+
+def test_the_statistic_is_the_exact_log_likelihood_ratio():
+    """If Λ = log dQ/dP then E_Q[e^{−Λ}] = 1 and E_Q[1{Λ > τ} e^{−Λ}] = P(Λ > τ) (importance sampling)."""
+    q, steps, z, n = 0.1, 50, 1.0, 20_000
+    scores_d, scores_dp = simulate_subsampled_gaussian_scores(
+        n, sampling_rate=q, steps=steps, noise_multiplier=z, seed=8
+    )
+    weights = np.exp(-scores_dp)
+    assert abs(weights.mean() - 1) < 4 * weights.std() / np.sqrt(n)
+    tau = np.quantile(scores_d, 0.95)
+    importance = weights * (scores_dp > tau)
+    assert abs(importance.mean() - 0.05) < 4 * np.hypot(importance.std(), np.sqrt(0.05 * 0.95)) / np.sqrt(n)
