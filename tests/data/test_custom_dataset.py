@@ -7,6 +7,7 @@ and scikit-learn's bundled wine and breast-cancer tables, written to ``tmp_path`
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -73,6 +74,9 @@ def test_csv_auto_detects_types_and_prepares_the_contract(adult, tmp_path):
     assert "sex=Female" in prepared.feature_names
     assert prepared.X.shape == (600, len(prepared.feature_names))
     assert provenance["numeric"]["columns"] == list(ADULT_NUMERIC)
+    assert provenance["md5"] == hashlib.md5(path.read_bytes()).hexdigest()
+    assert provenance["sizes"] == {"train": 100, "pool": 300, "eval": 200}
+    json.dumps(provenance)  # JSON-able as it stands
     assert set(provenance["categorical"]["columns"]) == set(ADULT_CATEGORICAL)
     # Written and read back with the schema every later stage uses.
     prepared.save(tmp_path / "adult.npz")
@@ -163,6 +167,11 @@ def test_single_class_and_missing_labels(adult, tmp_path):
     with pytest.raises(CustomDataError, match=r"nan\.csv: label column 'target' is missing at row 8 "
                        r"\(line 9\) \(1 rows without a label\)"):
         load_custom(_spec(tmp_path / "nan.csv", label="target"))
+    wine = _wine()
+    wine.to_csv(tmp_path / "continuous.csv", index=False)
+    with pytest.raises(CustomDataError, match=r"continuous\.csv: label column 'alcohol' holds a non-integer "
+                       r"number 14\.23 at row 1 \(line 2\)"):
+        load_custom(_spec(tmp_path / "continuous.csv", label="alcohol"))
 
 
 def test_junk_in_a_numeric_column_names_column_row_and_value(adult, tmp_path):

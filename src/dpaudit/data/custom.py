@@ -305,7 +305,7 @@ def load_custom(spec: CustomDatasetSpec) -> tuple[pd.DataFrame, np.ndarray]:
     Every problem is a :class:`CustomDataError` naming the file: missing or empty file (0 bytes or a
     header without rows), a missing label column (the columns present are listed), a declared column
     that is absent, missing labels, a single class, a missing feature value, non-numeric junk in a
-    numeric column (column, row and value).
+    numeric column (column, row and value), a continuous (non-integer) label.
     """
     path = Path(spec.path)
     if not path.is_file():
@@ -334,6 +334,12 @@ def load_custom(spec: CustomDatasetSpec) -> tuple[pd.DataFrame, np.ndarray]:
         raise CustomDataError(
             f"{path}: label column {spec.label!r} is missing at {_row(int(positions[0]), fmt)} "
             f"({len(positions)} rows without a label); drop or label those rows"
+        )
+    if pd.api.types.is_float_dtype(labels) and not np.all(np.mod(labels.to_numpy(), 1) == 0):
+        position = int(np.flatnonzero(np.mod(labels.to_numpy(), 1) != 0)[0])
+        raise CustomDataError(
+            f"{path}: label column {spec.label!r} holds a non-integer number {labels.iloc[position]!r} at "
+            f"{_row(position, fmt)}: dpaudit audits classifiers; bin a continuous target into classes"
         )
     classes = pd.unique(labels)
     if len(classes) < 2:
@@ -422,7 +428,8 @@ def prepare_custom(spec: CustomDatasetSpec, seed: int | None = None) -> tuple[Pr
     set = ``eval_idx``, the pool U \\ D = every other row (``pool_idx``), exactly as for the built-in
     datasets. The transformer is fitted on the pool rows and applied to all rows; ``X`` is float32
     ``[n, d]`` (kind ``tabular``), ``y`` the labels encoded as 0..K−1 in sorted order of the class
-    values. ``provenance`` records the file, the split sizes, the fitted parameters and the classes.
+    values. ``provenance`` records the file and its md5 (the digest ``dvc add`` records), the split
+    sizes, the fitted parameters and the classes.
     """
     effective = spec.seed if spec.seed is not None else seed
     if effective is None:
@@ -448,6 +455,7 @@ def prepare_custom(spec: CustomDatasetSpec, seed: int | None = None) -> tuple[Pr
     provenance: dict[str, Any] = {
         "name": spec.name,
         "file": str(spec.path),
+        "md5": _md5(Path(spec.path)),
         "rows": n,
         "seed": int(effective),
         "sizes": {"train": len(train), "pool": len(pool), "eval": len(evaluation)},
