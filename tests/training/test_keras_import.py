@@ -199,3 +199,26 @@ def test_layer_list_matches_the_keras_form(digits):
 def test_weights_must_fit_the_mapped_model():
     with pytest.raises(KerasImportError, match=r"has 4 Dense/Conv2D weight arrays, the mapped model 6"):
         params_from_keras_weights(_cnn(), model_from_keras(_mlp()))
+
+
+def test_same_padding_where_it_equals_valid(digits):
+    """A 1×1 convolution and a pool that divides its input evenly are the same under 'same' padding."""
+    keras_model = keras.Sequential(
+        [
+            keras.Input((8, 8, 1)),
+            L.Conv2D(3, 1, padding="same", activation="relu"),
+            L.MaxPooling2D(2, padding="same"),
+            L.Flatten(),
+            L.Dense(4),
+        ]
+    )
+    _randomise(keras_model, 3)
+    mapped = model_from_keras(keras_model)
+    assert mapped.layers == (Conv2D(3, 1, "relu"), MaxPool(2), Flatten(), Dense(4, "linear"))
+    np.testing.assert_allclose(_logits(mapped, keras_model, digits), keras_model(digits).numpy(),
+                               rtol=1e-5, atol=1e-5)
+    uneven = keras.Sequential([keras.Input((7, 7, 1)), L.MaxPooling2D(2, padding="same", name="p"),
+                               L.Flatten(), L.Dense(2)])
+    refused = r"'p' \(MaxPooling2D\) .*padding 'same' on input \(7, 7, 1\)"
+    with pytest.raises(UnsupportedLayerError, match=refused):
+        model_from_keras(uneven)
