@@ -237,9 +237,7 @@ def _read_table(spec: CustomDatasetSpec) -> pd.DataFrame:
         raise CustomDataError(f"{path}: the file is empty (no header, no rows)") from exc
     except CustomDataError:
         raise
-    except ValueError as exc:  # allow_pickle=False on object arrays, malformed files
-        raise CustomDataError(f"{path}: cannot read as {spec.format}: {exc}") from exc
-    except Exception as exc:
+    except Exception as exc:  # malformed files, object arrays refused by allow_pickle=False, …
         raise CustomDataError(f"{path}: cannot read as {spec.format}: {exc}") from exc
     if X.ndim != 2:
         raise CustomDataError(
