@@ -43,6 +43,32 @@ class AuditEntry:
     experiment: str
 
 
+def _audit(key: str, raw: Any, datasets: list[str], known: Mapping[str, Experiment]) -> Audit:
+    """Validate one entry of ``audits``: shape, experiment, dataset and the key itself."""
+    where = f"audits.{key}"
+    if not isinstance(raw, Mapping):
+        raise ParamsError(f"params: '{where}' must be a mapping {{dataset: …, experiment: …}}, got {raw!r}")
+    entry = from_mapping(AuditEntry, raw, where)
+    require(
+        entry.experiment in known, f"{where}.experiment", entry.experiment, f"must be one of {list(known)}"
+    )
+    require(
+        entry.dataset in datasets,
+        f"{where}.dataset",
+        entry.dataset,
+        f"must also be listed in data.datasets {datasets} so that it is downloaded and prepared",
+    )
+    expected = audit_key(entry.dataset, entry.experiment)
+    require(
+        str(key) == expected,
+        where,
+        str(key),
+        f"an audit's key must be <dataset>-<experiment>, here '{expected}': the stages write "
+        f"metrics/{expected}.json and data/train/{entry.dataset}/{entry.experiment}/",
+    )
+    return Audit(dataset=entry.dataset, experiment=entry.experiment)
+
+
 def audits_from_params(params: Mapping[str, Any]) -> list[Audit]:
     """Every audit of ``params['audits']``, validated, in the file's order.
 
@@ -55,36 +81,7 @@ def audits_from_params(params: Mapping[str, Any]) -> list[Audit]:
     audits = section(params, "audits")
     datasets = list(section(params, "data").get("datasets") or [])
     known = registry()
-    out: list[Audit] = []
-    for key, raw in audits.items():
-        where = f"audits.{key}"
-        entry = from_mapping(AuditEntry, raw, where) if isinstance(raw, Mapping) else None
-        if entry is None:
-            raise ParamsError(
-                f"params: '{where}' must be a mapping {{dataset: …, experiment: …}}, got {raw!r}"
-            )
-        require(
-            entry.experiment in known,
-            f"{where}.experiment",
-            entry.experiment,
-            f"must be one of {list(known)}",
-        )
-        require(
-            entry.dataset in datasets,
-            f"{where}.dataset",
-            entry.dataset,
-            f"must also be listed in data.datasets {datasets} so that it is downloaded and prepared",
-        )
-        expected = audit_key(entry.dataset, entry.experiment)
-        require(
-            str(key) == expected,
-            f"audits.{key}",
-            str(key),
-            f"an audit's key must be <dataset>-<experiment>, here '{expected}': the stages write "
-            f"metrics/{expected}.json and data/train/{entry.dataset}/{entry.experiment}/",
-        )
-        out.append(Audit(dataset=entry.dataset, experiment=entry.experiment))
-    return out
+    return [_audit(str(key), raw, datasets, known) for key, raw in audits.items()]
 
 
 def audit_from_params(params: Mapping[str, Any], name: str, root: Path = Path(".")) -> Audit:
@@ -92,10 +89,9 @@ def audit_from_params(params: Mapping[str, Any], name: str, root: Path = Path(".
     audits = section(params, "audits")
     if name not in audits:
         raise ParamsError(f"params: audit '{name}' is not listed under 'audits' (known: {', '.join(audits)})")
-    for audit in audits_from_params(params):
-        if audit.name == name:
-            return Audit(dataset=audit.dataset, experiment=audit.experiment, root=root)
-    raise ParamsError(f"params: audit '{name}' is not valid")  # unreachable: validation raised above
+    datasets = list(section(params, "data").get("datasets") or [])
+    audit = _audit(name, audits[name], datasets, registry())
+    return Audit(dataset=audit.dataset, experiment=audit.experiment, root=root)
 
 
 def load_audit(params: Mapping[str, Any], name: str, root: Path = Path(".")) -> tuple[Audit, Experiment, Any]:
@@ -154,9 +150,9 @@ def run_check(params: Mapping[str, Any], out_path: Path = CHECK_PATH) -> None:
         tmp.write_text(CHECK_CONTENT)
 
 
-def run_train(params: Mapping[str, Any], name: str) -> None:
+def run_train(params: Mapping[str, Any], name: str, root: Path = Path(".")) -> None:
     """``train@<audit>``: train into the audit's train directory and write its manifest there."""
-    audit, experiment, config = load_audit(params, name)
+    audit, experiment, config = load_audit(params, name, root)
     with atomic_directory(audit.train_dir) as out_dir:
         manifest = experiment.train(config, audit, out_dir)
         if not isinstance(manifest, TrainManifest):
@@ -166,25 +162,25 @@ def run_train(params: Mapping[str, Any], name: str) -> None:
         write_manifest(out_dir, manifest)
 
 
-def run_losses(params: Mapping[str, Any], name: str) -> None:
+def run_losses(params: Mapping[str, Any], name: str, root: Path = Path(".")) -> None:
     """``losses@<audit>``: per-example losses of the trained models."""
-    audit, experiment, config = load_audit(params, name)
+    audit, experiment, config = load_audit(params, name, root)
     manifest = read_manifest(audit)
     with atomic_path(audit.losses_path) as out_path:
         experiment.losses(config, audit, manifest, out_path)
 
 
-def run_attack(params: Mapping[str, Any], name: str) -> None:
+def run_attack(params: Mapping[str, Any], name: str, root: Path = Path(".")) -> None:
     """``attack@<audit>``: the audit's adversaries."""
-    audit, experiment, config = load_audit(params, name)
+    audit, experiment, config = load_audit(params, name, root)
     manifest = read_manifest(audit)
     with atomic_directory(audit.attack_dir) as out_dir:
         experiment.attack(config, audit, manifest, out_dir)
 
 
-def run_bounds(params: Mapping[str, Any], name: str) -> None:
+def run_bounds(params: Mapping[str, Any], name: str, root: Path = Path(".")) -> None:
     """``bounds@<audit>``: metrics, plot CSVs and the report section (with a copy of the metrics)."""
-    audit, experiment, config = load_audit(params, name)
+    audit, experiment, config = load_audit(params, name, root)
     manifest = read_manifest(audit)
     result = experiment.bounds(config, audit, manifest)
     section_ = experiment.section(config, audit, manifest, result)

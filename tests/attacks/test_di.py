@@ -10,7 +10,7 @@ from scipy import stats
 
 from dpaudit.attacks import di
 from dpaudit.bounds.accountants import calibrate_noise_multiplier, compute_epsilon
-from dpaudit.experiments.identifiability import rho_alpha_rdp_for
+from dpaudit.experiments.identifiability.bounds import rho_alpha_rdp_for
 from dpaudit.training import dpsgd, models
 
 
