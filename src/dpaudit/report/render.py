@@ -568,7 +568,7 @@ def render_html(root: Path, sections: Sequence[LoadedSection], title: str) -> st
                 )
             )
     else:
-        body.append('<p class="muted">No audit sections found under data/bounds/.</p>')
+        body.append('<p class="muted">No audits to report (params.yaml lists none).</p>')
     body.append("</section>")
     body.extend(_section_html(s, root) for s in sections)
     body.append(_provenance_html(root, sections))
