@@ -50,7 +50,22 @@ def test_builds_nested_and_converts_types():
             {"name": "adult", "inner": {"size": 1}, "values": [1, "a"]},
             "'top.values[1]' = 'a' must be a number",
         ),
-        ({"name": "adult", "inner": {"size": 1}, "per": {"x": {"size": 0}}}, "must be positive"),
+        (
+            {"name": "adult", "inner": {"size": 1}, "per": {"x": {"size": 0}}},
+            "'top.per.x.size' = 0 is invalid",
+        ),
+        (
+            {"name": "adult", "inner": {"size": 1, "rate": float("nan")}},
+            "'top.inner.rate' = nan must be a finite",
+        ),
+        (
+            {"name": "adult", "inner": {"size": 1, "rate": float("inf")}},
+            "'top.inner.rate' = inf must be a finite",
+        ),
+        (
+            {"name": "adult", "inner": {"size": 1}, "values": [-float("inf")]},
+            "'top.values[0]' = -inf must be a",
+        ),
     ],
 )
 def test_errors_name_key_and_value(mapping, message):
@@ -75,6 +90,8 @@ def test_audit_lookup_validates_entries():
             "adult-identifiability": {"dataset": "adult", "experiment": "identifiability"},
             "adult-typo": {"dataset": "adult", "experiment": "identifyability"},
             "digits-membership": {"dataset": "digits", "experiment": "membership"},
+            "my-audit": {"dataset": "adult", "experiment": "membership"},
+            "../escape": {"dataset": "adult", "experiment": "membership"},
         },
     }
     audit = audit_from_params(params, "adult-identifiability")
@@ -86,16 +103,36 @@ def test_audit_lookup_validates_entries():
         audit_from_params(params, "digits-membership")
     with pytest.raises(ParamsError, match="audit 'mnist-x' is not listed"):
         audit_from_params(params, "mnist-x")
+    with pytest.raises(
+        ParamsError, match=r"'audits.my-audit' = 'my-audit'.*<dataset>-<experiment>.*adult-membership"
+    ):
+        audit_from_params(params, "my-audit")
+    with pytest.raises(ParamsError, match=r"'audits.../escape' = '../escape'.*<dataset>-<experiment>"):
+        audit_from_params(params, "../escape")
 
 
 def test_repository_params_file_is_valid():
-    """The committed params.yaml passes every section's validation, and runs the four default audits."""
+    """The committed params.yaml passes the check stage's validation, and runs the four default audits."""
     from pathlib import Path
 
-    from dpaudit.pipeline import load_audit
+    from dpaudit.pipeline import check_params
 
     params = load_params(Path(__file__).resolve().parents[1] / "params.yaml")
-    loaded = [load_audit(params, name) for name in params["audits"]]
-    assert sorted(audit.name for audit, _, _ in loaded) == [
-        "adult-identifiability", "adult-membership", "digits-identifiability", "digits-membership",
+    assert sorted(audit.name for audit in check_params(params)) == [
+        "adult-identifiability",
+        "adult-membership",
+        "digits-identifiability",
+        "digits-membership",
     ]
+
+
+def test_params_yaml_repeats_the_config_defaults():
+    """One source of defaults: every train/attack/bounds value in params.yaml equals its dataclass default."""
+    from pathlib import Path
+
+    from dpaudit.experiments import registry
+
+    params = load_params(Path(__file__).resolve().parents[1] / "params.yaml")
+    for name, experiment in registry().items():
+        stripped = {name: {"datasets": params[name]["datasets"]}}
+        assert experiment.config_from_params(params) == experiment.config_from_params(stripped), name

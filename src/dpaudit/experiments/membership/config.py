@@ -83,7 +83,7 @@ class DPSGDParams:
     def __post_init__(self) -> None:
         require(0 < self.sampling_rate <= 1, "sampling_rate", self.sampling_rate, "must lie in (0, 1]")
         require(self.epochs > 0, "epochs", self.epochs, "must be > 0")
-        _require_steps(self.sampling_rate, self.epochs, "epochs")
+        _require_steps(self.sampling_rate, self.epochs, "sampling_rate")
         require(self.clip_norm > 0, "clip_norm", self.clip_norm, "must be > 0")
         require(self.learning_rate > 0, "learning_rate", self.learning_rate, "must be > 0")
         require(
@@ -112,7 +112,7 @@ class BaselineParams:
         require(all(e > 0 for e in self.epochs), "epochs", list(self.epochs), "must be > 0")
         require(0 < self.sampling_rate <= 1, "sampling_rate", self.sampling_rate, "must lie in (0, 1]")
         for e in self.epochs:
-            _require_steps(self.sampling_rate, e, "epochs")
+            _require_steps(self.sampling_rate, e, "sampling_rate")
         require(self.learning_rate > 0, "learning_rate", self.learning_rate, "must be > 0")
 
 
