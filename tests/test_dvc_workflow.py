@@ -8,8 +8,8 @@ reruns the report.
 
 
 Compare two settings: copy the working tree (what git would commit: no virtualenv, no pipeline
-outputs), shrink ``params.yaml`` to one small audit, ``dvc repro``, commit, then change the target belief bound with
-``dvc exp run -S`` and check that ``dvc metrics diff`` reports the ε upper bound moving from
+outputs), shrink ``params.yaml`` to one small audit, ``dvc repro``, commit, then change the target
+belief bound with ``dvc exp run -S`` and check that ``dvc metrics diff`` reports the ε upper bound moving from
 ln(0.75/0.25) to ln(0.9/0.1) (Bernau et al. Eq. 10: ε = ln(ρβ/(1−ρβ)), noise calibrated by RDP).
 Also runs the other commands the README shows: ``dvc exp show``, ``dvc plots show`` / ``diff``.
 """
