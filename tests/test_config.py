@@ -136,3 +136,57 @@ def test_params_yaml_repeats_the_config_defaults():
     for name, experiment in registry().items():
         stripped = {name: {"datasets": params[name]["datasets"]}}
         assert experiment.config_from_params(params) == experiment.config_from_params(stripped), name
+
+
+def _exp_run_params(recipe: str) -> dict:
+    """params.yaml with the ``-S key=value`` (and ``++key=value``) overrides of one README command applied."""
+    import re
+    import shlex
+    from pathlib import Path
+
+    import yaml
+
+    params = load_params(Path(__file__).resolve().parents[1] / "params.yaml")
+    for flag, arg in zip(shlex.split(recipe)[:-1], shlex.split(recipe)[1:], strict=True):
+        if flag != "-S":
+            continue
+        key, value = re.sub(r"^\+\+", "", arg).split("=", 1)
+        *parents, last = key.split(".")
+        node = params
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = yaml.safe_load(value)
+    return params
+
+
+def test_readme_paper_scale_recipe_really_runs_1000_trials_everywhere():
+    """The README's Bernau recipe passes the check and trains 1000 trials per setting on every dataset."""
+    from pathlib import Path
+
+    from dpaudit.experiments import get_experiment
+    from dpaudit.pipeline import check_params
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    start = readme.index("dvc exp run -n bernau-paper")
+    recipe = readme[start : readme.index("\n\n", start)].replace("\\\n", " ")
+    params = _exp_run_params(recipe)
+    audits = [a.name for a in check_params(params)]
+    assert "mnist-identifiability" in audits and "purchase100-identifiability" in audits
+    config = get_experiment("identifiability").config_from_params(params)
+    for audit in audits:
+        dataset, experiment = audit.split("-", 1)
+        if experiment == "identifiability":
+            assert config.trials_for(dataset) == 1000, dataset
+    assert config.train.candidate_trials == 250 and config.train.epochs == 30
+
+
+def test_readme_membership_recipe_passes_the_check():
+    from pathlib import Path
+
+    from dpaudit.pipeline import check_params
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    start = readme.index("dvc exp run -n membership-paper")
+    params = _exp_run_params(readme[start : readme.index("\n```", start)].replace("\\\n", " "))
+    assert len(check_params(params)) == 7
+    assert params["membership"]["train"]["repeats"] == 10
