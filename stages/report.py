@@ -1,15 +1,22 @@
-"""DVC stage report: one self-contained HTML report and the headline metrics of every audit."""
+"""DVC stage report: one self-contained HTML report and the headline metrics of the audits in params.yaml."""
 
 from pathlib import Path
 
-from dpaudit.pipeline import run_stage
+from dpaudit.pipeline import audits_from_params, run_stage
 from dpaudit.report.render import build_report, config_from_params
 
 
 def main() -> None:
     def body(params: dict) -> None:
         config = config_from_params(params)
-        build_report(Path("."), Path("reports/index.html"), Path("metrics/summary.json"), title=config.title)
+        audits = [a.name for a in audits_from_params(params)]
+        build_report(
+            Path("."),
+            Path("reports/index.html"),
+            Path("metrics/summary.json"),
+            title=config.title,
+            audits=audits,
+        )
 
     run_stage("report", body)
 

@@ -1,22 +1,15 @@
-"""DVC stage train@<audit>: train the audit's models and record what each adversary may observe."""
+"""DVC stage train@<audit>: train the audit's models; write them and the train manifest."""
 
 import argparse
 
-from dpaudit.io import atomic_directory
-from dpaudit.pipeline import load_audit, run_stage
+from dpaudit.pipeline import run_stage, run_train
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("audit", help="an entry of params.yaml 'audits', e.g. adult-identifiability")
     args = parser.parse_args()
-
-    def body(params: dict) -> None:
-        audit, experiment, config = load_audit(params, args.audit)
-        with atomic_directory(audit.train_dir) as out_dir:
-            experiment.run_train(config, audit, out_dir)
-
-    run_stage(f"train@{args.audit}", body)
+    run_stage(f"train@{args.audit}", lambda params: run_train(params, args.audit))
 
 
 if __name__ == "__main__":

@@ -50,7 +50,22 @@ def test_builds_nested_and_converts_types():
             {"name": "adult", "inner": {"size": 1}, "values": [1, "a"]},
             "'top.values[1]' = 'a' must be a number",
         ),
-        ({"name": "adult", "inner": {"size": 1}, "per": {"x": {"size": 0}}}, "must be positive"),
+        (
+            {"name": "adult", "inner": {"size": 1}, "per": {"x": {"size": 0}}},
+            "'top.per.x.size' = 0 is invalid",
+        ),
+        (
+            {"name": "adult", "inner": {"size": 1, "rate": float("nan")}},
+            "'top.inner.rate' = nan must be a finite",
+        ),
+        (
+            {"name": "adult", "inner": {"size": 1, "rate": float("inf")}},
+            "'top.inner.rate' = inf must be a finite",
+        ),
+        (
+            {"name": "adult", "inner": {"size": 1}, "values": [-float("inf")]},
+            "'top.values[0]' = -inf must be a",
+        ),
     ],
 )
 def test_errors_name_key_and_value(mapping, message):
@@ -75,6 +90,8 @@ def test_audit_lookup_validates_entries():
             "adult-identifiability": {"dataset": "adult", "experiment": "identifiability"},
             "adult-typo": {"dataset": "adult", "experiment": "identifyability"},
             "digits-membership": {"dataset": "digits", "experiment": "membership"},
+            "my-audit": {"dataset": "adult", "experiment": "membership"},
+            "../escape": {"dataset": "adult", "experiment": "membership"},
         },
     }
     audit = audit_from_params(params, "adult-identifiability")
@@ -86,16 +103,90 @@ def test_audit_lookup_validates_entries():
         audit_from_params(params, "digits-membership")
     with pytest.raises(ParamsError, match="audit 'mnist-x' is not listed"):
         audit_from_params(params, "mnist-x")
+    with pytest.raises(
+        ParamsError, match=r"'audits.my-audit' = 'my-audit'.*<dataset>-<experiment>.*adult-membership"
+    ):
+        audit_from_params(params, "my-audit")
+    with pytest.raises(ParamsError, match=r"'audits.../escape' = '../escape'.*<dataset>-<experiment>"):
+        audit_from_params(params, "../escape")
 
 
 def test_repository_params_file_is_valid():
-    """The committed params.yaml passes every section's validation, and runs the four default audits."""
+    """The committed params.yaml passes the check stage's validation, and runs the four default audits."""
     from pathlib import Path
 
-    from dpaudit.pipeline import load_audit
+    from dpaudit.pipeline import check_params
 
     params = load_params(Path(__file__).resolve().parents[1] / "params.yaml")
-    loaded = [load_audit(params, name) for name in params["audits"]]
-    assert sorted(audit.name for audit, _, _ in loaded) == [
-        "adult-identifiability", "adult-membership", "digits-identifiability", "digits-membership",
+    assert sorted(audit.name for audit in check_params(params)) == [
+        "adult-identifiability",
+        "adult-membership",
+        "digits-identifiability",
+        "digits-membership",
     ]
+
+
+def test_params_yaml_repeats_the_config_defaults():
+    """One source of defaults: every train/attack/bounds value in params.yaml equals its dataclass default."""
+    from pathlib import Path
+
+    from dpaudit.experiments import registry
+
+    params = load_params(Path(__file__).resolve().parents[1] / "params.yaml")
+    for name, experiment in registry().items():
+        stripped = {name: {"datasets": params[name]["datasets"]}}
+        assert experiment.config_from_params(params) == experiment.config_from_params(stripped), name
+
+
+def _exp_run_params(recipe: str) -> dict:
+    """params.yaml with the ``-S key=value`` (and ``++key=value``) overrides of one README command applied."""
+    import re
+    import shlex
+    from pathlib import Path
+
+    import yaml
+
+    params = load_params(Path(__file__).resolve().parents[1] / "params.yaml")
+    for flag, arg in zip(shlex.split(recipe)[:-1], shlex.split(recipe)[1:], strict=True):
+        if flag != "-S":
+            continue
+        key, value = re.sub(r"^\+\+", "", arg).split("=", 1)
+        *parents, last = key.split(".")
+        node = params
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = yaml.safe_load(value)
+    return params
+
+
+def test_readme_paper_scale_recipe_really_runs_1000_trials_everywhere():
+    """The README's Bernau recipe passes the check and trains 1000 trials per setting on every dataset."""
+    from pathlib import Path
+
+    from dpaudit.experiments import get_experiment
+    from dpaudit.pipeline import check_params
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    start = readme.index("dvc exp run -n bernau-paper")
+    recipe = readme[start : readme.index("\n\n", start)].replace("\\\n", " ")
+    params = _exp_run_params(recipe)
+    audits = [a.name for a in check_params(params)]
+    assert "mnist-identifiability" in audits and "purchase100-identifiability" in audits
+    config = get_experiment("identifiability").config_from_params(params)
+    for audit in audits:
+        dataset, experiment = audit.split("-", 1)
+        if experiment == "identifiability":
+            assert config.trials_for(dataset) == 1000, dataset
+    assert config.train.candidate_trials == 250 and config.train.epochs == 30
+
+
+def test_readme_membership_recipe_passes_the_check():
+    from pathlib import Path
+
+    from dpaudit.pipeline import check_params
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    start = readme.index("dvc exp run -n membership-paper")
+    params = _exp_run_params(readme[start : readme.index("\n```", start)].replace("\\\n", " "))
+    assert len(check_params(params)) == 7
+    assert params["membership"]["train"]["repeats"] == 10

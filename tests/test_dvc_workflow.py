@@ -1,8 +1,15 @@
-"""The README's compare-two-settings workflow, end to end, in a temporary copy of the repository.
+"""The README's workflows, in a temporary copy of the repository, and what each change reruns.
 
-Copy the working tree (what git would commit: no virtualenv, no pipeline outputs), shrink
-``params.yaml`` to one small audit, ``dvc repro``, commit, then change the target belief bound with
-``dvc exp run -S`` and check that ``dvc metrics diff`` reports the ε upper bound moving from
+Scoping (issue 9): with the lock recorded by ``dvc commit`` over placeholder outputs (no stage
+runs, so these tests take seconds), ``dvc status`` must mark exactly the stages that read a changed
+key or module: attack and bounds knobs and the report never retrain; a report module reruns at most
+bounds and report; one dataset's settings never touch another dataset's stages; removing an audit
+reruns the report.
+
+
+Compare two settings: copy the working tree (what git would commit: no virtualenv, no pipeline
+outputs), shrink ``params.yaml`` to one small audit, ``dvc repro``, commit, then change the target
+belief bound with ``dvc exp run -S`` and check that ``dvc metrics diff`` reports the ε upper bound moving from
 ln(0.75/0.25) to ln(0.9/0.1) (Bernau et al. Eq. 10: ε = ln(ρβ/(1−ρβ)), noise calibrated by RDP).
 Also runs the other commands the README shows: ``dvc exp show``, ``dvc plots show`` / ``diff``.
 """
@@ -39,12 +46,11 @@ PIPELINE_OUTPUTS = (
     "plots/",
     "reports/",
     "data/timing/",
+    "data/check/",
     "dvc.lock",
     "dvc_plots/",
     "tests/artifacts/",
 )
-
-pytestmark = pytest.mark.slow
 
 
 def _env(work: Path) -> dict[str, str]:
@@ -102,7 +108,7 @@ def _shrink_params(work: Path) -> None:
     params = yaml.safe_load(path.read_text())
     params["data"]["datasets"] = ["digits"]
     params["audits"] = {AUDIT: {"dataset": "digits", "experiment": "identifiability"}}
-    params["identifiability"] = {**(params.get("identifiability") or {}), **TINY_IDENTIFIABILITY}
+    params["identifiability"]["train"] = {**params["identifiability"]["train"], **TINY_IDENTIFIABILITY}
     path.write_text(yaml.safe_dump(params, sort_keys=False))
 
 
@@ -112,6 +118,7 @@ def _changes(diff: dict[str, Any], path: str) -> dict[str, dict[str, Any]]:
     return {str(k): v for k, v in entries.items()}
 
 
+@pytest.mark.slow
 def test_exp_run_moves_the_epsilon_metric(tmp_path):
     if not (REPO / "dvc.yaml").is_file():
         pytest.skip("dvc.yaml is missing")
@@ -130,7 +137,7 @@ def test_exp_run_moves_the_epsilon_metric(tmp_path):
     _run(["git", "add", "-A"], work)
     _run(["git", "commit", "-q", "-m", "baseline"], work)
 
-    _run([dvc, "exp", "run", "-S", "identifiability.rho_beta=[0.9]"], work, timeout=600)
+    _run([dvc, "exp", "run", "-S", "identifiability.train.rho_beta=[0.9]"], work, timeout=600)
 
     diff = json.loads(_run([dvc, "metrics", "diff", "--json"], work))
     summary = _changes(diff, "metrics/summary.json")
@@ -151,3 +158,127 @@ def test_exp_run_moves_the_epsilon_metric(tmp_path):
     assert (tmp_path / "plots-diff" / "index.html").is_file()
     report = (work / "reports" / "index.html").read_text(encoding="utf-8")
     assert 'data-audit="digits-identifiability"' in report
+
+
+# ----------------------------------------------------------------------------------------------
+# Stage scoping: what `dvc status` marks after one change.
+
+AUDITS = ("adult-identifiability", "digits-identifiability", "adult-membership", "digits-membership")
+DATASETS = ("adult", "digits")
+
+
+def _placeholder_outputs(work: Path) -> None:
+    """One small file per declared output, so that `dvc commit` can record a lock without running."""
+    files = ["data/check/params.ok", "reports/index.html", "metrics/summary.json"]
+    for ds in DATASETS:
+        files += [f"data/raw/{ds}/x", f"data/prepared/{ds}.npz", f"data/sensitivity/{ds}.json"]
+    for audit in AUDITS:
+        ds, exp = audit.split("-", 1)
+        files += [f"data/train/{ds}/{exp}/x", f"data/losses/{ds}/{exp}.npz", f"data/attacks/{ds}/{exp}/x"]
+        files += [f"data/bounds/{audit}/x", f"plots/{audit}/x", f"metrics/{audit}.json"]
+    for name in files:
+        path = work / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("{}\n" if name.endswith(".json") else f"placeholder {name}\n")
+
+
+@pytest.fixture(scope="module")
+def committed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the repository whose dvc.lock records every stage as up to date."""
+    work = tmp_path_factory.mktemp("scoping") / "repo"
+    work.mkdir()
+    _copy_tree(work)
+    _run(["git", "init", "-q"], work)
+    dvc = str(BIN / "dvc")
+    if not (work / ".dvc").is_dir():
+        _run([dvc, "init", "-q"], work)
+    _placeholder_outputs(work)
+    _run([dvc, "commit", "-f", "-q"], work, timeout=300)
+    assert "up to date" in _run([dvc, "status"], work)
+    return work
+
+
+def _stale(work: Path) -> set[str]:
+    out = _run([str(BIN / "dvc"), "status", "--json"], work)
+    return set(json.loads(out or "{}"))
+
+
+@pytest.fixture
+def edit(committed: Path) -> Any:
+    """Apply one change at a time to the committed copy (earlier ones undone); restore at the end."""
+    saved: dict[Path, str] = {}
+
+    def apply(name: str, change: Any) -> set[str]:
+        for path, text in saved.items():
+            path.write_text(text)
+        path = committed / name
+        saved.setdefault(path, path.read_text())
+        path.write_text(change(saved[path]))
+        return _stale(committed)
+
+    yield apply
+    for path, text in saved.items():
+        path.write_text(text)
+
+
+def _set_param(key: str, value: Any) -> Any:
+    def change(text: str) -> str:
+        params = yaml.safe_load(text)
+        *parents, last = key.split(".")
+        node = params
+        for part in parents:
+            node = node[part]
+        if value is None:
+            del node[last]
+        else:
+            node[last] = value
+        return yaml.safe_dump(params, sort_keys=False, allow_unicode=True)
+
+    return change
+
+
+def _families(stages: set[str]) -> set[str]:
+    return {stage.split("@", 1)[0] for stage in stages}
+
+
+def test_attack_bounds_and_report_params_never_retrain(edit: Any) -> None:
+    stale = edit("params.yaml", _set_param("membership.attack.fpr", 0.01))
+    assert stale == {"check", "attack@adult-membership", "attack@digits-membership", "report"}
+    stale = edit("params.yaml", _set_param("identifiability.bounds.confidence", 0.99))
+    assert stale >= {"bounds@adult-identifiability", "bounds@digits-identifiability"}
+    assert not _families(stale) & {"train", "losses", "attack"}, stale
+    stale = edit("params.yaml", _set_param("report.title", "another title"))
+    assert stale == {"check", "report"}
+
+
+def test_report_code_reruns_at_most_bounds_and_report(edit: Any) -> None:
+    def comment(text: str) -> str:
+        return text + "# a comment\n"
+
+    stale = edit("src/dpaudit/experiments/identifiability/report.py", comment)
+    assert stale == {"check", "bounds@adult-identifiability", "bounds@digits-identifiability"}
+    stale = edit("src/dpaudit/experiments/membership/report.py", comment)
+    assert not _families(stale) & {"train", "losses", "attack", "download", "prepare", "sensitivity"}, stale
+    stale = edit("src/dpaudit/report/render.py", comment)
+    assert not _families(stale) - {"check", "bounds", "report"}, stale
+    stale = edit("src/dpaudit/report/figures.py", comment)
+    assert not _families(stale) - {"check", "bounds", "report"}, stale
+
+
+def test_one_datasets_settings_never_touch_another_dataset(edit: Any) -> None:
+    stale = edit("params.yaml", _set_param("sensitivity.measures.mnist", "euclidean"))
+    assert stale == {"check", "report"}  # mnist is not in this run
+    stale = edit("params.yaml", _set_param("sensitivity.measures.digits", "manhattan"))
+    assert stale == {"check", "sensitivity@digits", "report"}
+    stale = edit("params.yaml", _set_param("membership.datasets.digits.members", 500))
+    assert stale == {"check", "train@digits-membership", "report"}
+    stale = edit("params.yaml", _set_param("identifiability.datasets.adult.learning_rate", 0.4))
+    assert not {s for s in stale if "digits" in s}, stale
+    stale = edit("params.yaml", _set_param("data.prepare.adult.eval_size", 4000))
+    assert not {s for s in stale if "digits" in s}, stale
+    assert "prepare@adult" in stale
+
+
+def test_removing_an_audit_reruns_the_report(edit: Any) -> None:
+    stale = edit("params.yaml", _set_param("audits.digits-membership", None))
+    assert "report" in stale and not _families(stale) - {"check", "report"}, stale

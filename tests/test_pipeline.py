@@ -15,7 +15,14 @@ from dpaudit.data.prepared import PreparedData
 
 REPO = Path(__file__).resolve().parents[1]
 COPIED = [
-    "dvc.yaml", "params.yaml", "pyproject.toml", ".dvc/config", ".dvcignore", "stages", "src", "data/vendor",
+    "dvc.yaml",
+    "params.yaml",
+    "pyproject.toml",
+    ".dvc/config",
+    ".dvcignore",
+    "stages",
+    "src",
+    "data/vendor",
 ]
 
 
@@ -106,3 +113,107 @@ def test_failed_download_leaves_no_output(tmp_path):
     assert result.returncode != 0
     assert "t10k-images-idx3-ubyte.gz" in result.stdout + result.stderr
     assert not (work / "data/raw/mnist").exists()
+
+
+# ----------------------------------------------------------------------------------------------
+# The check stage (issue 11, item 2): every parameter of the whole file before any work.
+
+REPO_PARAMS = REPO / "params.yaml"
+
+
+def _params_with(path: str, value: object) -> dict:
+    """The repository's params with the dotted key ``path`` set to ``value`` (``None`` deletes it)."""
+    import copy
+
+    import yaml
+
+    params = copy.deepcopy(yaml.safe_load(REPO_PARAMS.read_text()))
+    *parents, last = path.split(".") if not path.startswith("audits.") else ["audits", path[len("audits.") :]]
+    node = params
+    for key in parents:
+        node = node[key]
+    if value is None:
+        del node[last]
+    else:
+        node[last] = value
+    return params
+
+
+INF = float("inf")
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        (
+            "identifiability.datasets.adult.learning_rate",
+            INF,
+            "'identifiability.datasets.adult.learning_rate' = inf",
+        ),
+        (
+            "identifiability.datasets.adult.learning_rate",
+            -1,
+            "'identifiability.datasets.adult.learning_rate' = -1",
+        ),
+        ("identifiability.datasets.digits.trials", 0, "'identifiability.datasets.digits.trials' = 0"),
+        ("identifiability.datasets.digits.trials", -5, "'identifiability.datasets.digits.trials' = -5"),
+        ("identifiability.train.trials", 12, r"'identifiability.train.trials' = 12 .* per world"),
+        ("identifiability.train.learning_rate", float("nan"), "'identifiability.train.learning_rate' = nan"),
+        ("identifiability.datasets.digits.hidden", [], r"'identifiability.datasets.digits.hidden' = \[\] is"),
+        ("identifiability.bounds.confidnce", 0.9, "unknown key 'identifiability.bounds.confidnce'"),
+        ("data.prepare.adult.eval_size", 0, "'data.prepare.adult.eval_size' = 0 is invalid: must be >= 1"),
+        ("membership.train.dpsgd.epochs", INF, "'membership.train.dpsgd.epochs' = inf must be a finite"),
+        (
+            "membership.train.dpsgd.sampling_rate",
+            1e-9,
+            r"'membership.train.dpsgd.sampling_rate' = .*1e\+10 steps",
+        ),
+        ("membership.train.baselines.sampling_rate", 1e-7, r"'membership.train.baselines.sampling_rate'"),
+        ("membership.attack.fprr", 0.01, "unknown key 'membership.attack.fprr'"),
+        ("membership.datasets.adult", None, "missing key 'membership.datasets.adult'"),
+        ("sensitivity.measures.digits", "jaccard", "'sensitivity.measures.digits' = 'jaccard'"),
+        ("data.datasets", ["adult", "digits", "imagenet"], r"'data.datasets\[2\]' = 'imagenet'"),
+        (
+            "audits.adult-foo",
+            {"dataset": "adult", "experiment": "foo"},
+            "'audits.adult-foo.experiment' = 'foo'",
+        ),
+        (
+            "audits.mnist-membership",
+            {"dataset": "mnist", "experiment": "membership"},
+            r"'audits.mnist-membership.dataset' = 'mnist'.*data.datasets",
+        ),
+        (
+            "audits.my-audit",
+            {"dataset": "digits", "experiment": "membership"},
+            r"'audits.my-audit' = 'my-audit'.*digits-membership",
+        ),
+        ("report.title", " ", "'report.title'"),
+    ],
+)
+def test_check_names_every_bad_key_and_value(path: str, value: object, message: str) -> None:
+    from dpaudit.config import ParamsError
+    from dpaudit.pipeline import check_params
+
+    with pytest.raises(ParamsError, match=message) as info:
+        check_params(_params_with(path, value))
+    assert str(info.value).count("identifiability.datasets") <= 1  # no doubled key paths
+
+
+def test_check_stage_fails_first_and_caches_nothing(tmp_path: Path) -> None:
+    """A typo in a late section stops `dvc repro` at the check stage: no download, no training."""
+    import time
+
+    import yaml
+
+    work = copy_repository(tmp_path / "repo")
+    params = _params_with("membership.attack.fpr", 1.5)
+    (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    started = time.perf_counter()
+    result = dvc(work, "repro")
+    assert result.returncode != 0
+    assert "'membership.attack.fpr' = 1.5 is invalid" in result.stdout + result.stderr
+    assert time.perf_counter() - started < 120
+    for out in ("data/check", "data/raw", "data/prepared", "data/train", "metrics", "dvc.lock"):
+        assert not (work / out).exists(), out
+    assert not list((work / ".dvc" / "cache").rglob("*")) if (work / ".dvc" / "cache").exists() else True

@@ -9,6 +9,7 @@ each dataclass's ``__post_init__`` and use :func:`require` so they read the same
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from collections.abc import Mapping
@@ -107,9 +108,7 @@ def _convert(value: Any, tp: Any, key: str) -> Any:
         if not isinstance(value, Mapping):
             raise ParamsError(f"params: '{key}' = {value!r} must be a mapping")
         args = get_args(tp) or (str, Any)
-        return {
-            _convert(k, args[0], f"{key}"): _convert(v, args[1], f"{key}.{k}") for k, v in value.items()
-        }
+        return {_convert(k, args[0], f"{key}"): _convert(v, args[1], f"{key}.{k}") for k, v in value.items()}
     if dataclasses.is_dataclass(tp):
         if not isinstance(value, Mapping):
             raise ParamsError(f"params: '{key}' must be a mapping, got {value!r}")
@@ -117,6 +116,8 @@ def _convert(value: Any, tp: Any, key: str) -> Any:
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ParamsError(f"params: '{key}' = {value!r} must be a number")
+        if not math.isfinite(value):
+            raise ParamsError(f"params: '{key}' = {value!r} must be a finite number (not NaN or infinite)")
         return float(value)
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
@@ -133,6 +134,22 @@ def _convert(value: Any, tp: Any, key: str) -> Any:
     if isinstance(tp, type) and not isinstance(value, tp):
         raise ParamsError(f"params: '{key}' = {value!r} must be of type {_type_name(tp)}")
     return value
+
+
+def _full_key(where: str, key: str) -> str:
+    """The full path of ``key`` raised inside the dataclass at ``where``.
+
+    ``__post_init__`` checks name a field relative to their own dataclass (``hidden``); those get
+    ``where`` in front (``identifiability.datasets.digits.hidden``). A key that already spells a
+    path from the top (``data.prepare.adult.train_size``, the older convention) is kept as it is,
+    so that nothing is printed twice.
+    """
+    if not where or key == where or key.startswith(f"{where}."):
+        return key
+    top = where.split(".", 1)[0]
+    if key.split(".", 1)[0] == top:
+        return key
+    return f"{where}.{key}"
 
 
 def from_mapping(cls: type[T], mapping: Mapping[str, Any], where: str) -> T:
@@ -165,9 +182,7 @@ def from_mapping(cls: type[T], mapping: Mapping[str, Any], where: str) -> T:
     try:
         return cls(**kwargs)
     except _RangeError as exc:
-        if where and not exc.key.startswith(f"{where}.") and exc.key != where:
-            raise _RangeError(f"{where}.{exc.key}", exc.value, exc.expectation) from None
-        raise
+        raise _RangeError(_full_key(where, exc.key), exc.value, exc.expectation) from None
     except ParamsError:
         raise
     except (TypeError, ValueError) as exc:

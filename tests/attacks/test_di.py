@@ -10,7 +10,7 @@ from scipy import stats
 
 from dpaudit.attacks import di
 from dpaudit.bounds.accountants import calibrate_noise_multiplier, compute_epsilon
-from dpaudit.experiments.identifiability import rho_alpha_rdp_for
+from dpaudit.experiments.identifiability.bounds import rho_alpha_rdp_for
 from dpaudit.training import dpsgd, models
 
 
@@ -123,9 +123,9 @@ def test_advantage_interval_and_other_estimates() -> None:
     ci = stats.binomtest(384, 600).proportion_ci(0.95, "exact")
     assert math.isclose(adv.advantage, 0.28) and math.isclose(adv.low, 2 * ci.low - 1)
     assert math.isclose(di.epsilon_from_beliefs(np.array([-3.0, math.log(9.0)])), math.log(9.0))
-    assert di.epsilon_from_advantage(-0.1, 1e-3) == 0.0
+    assert di.epsilon_prime_from_advantage(-0.1, 1e-3) == 0.0
     # ρα = 0.23 ↔ ε = 2.2 at δ = 1e-3 (Bernau Table 2 f, Thm. 2 inverse)
-    assert abs(di.epsilon_from_advantage(0.23, 1e-3) - 2.2) < 0.05
+    assert abs(di.epsilon_prime_from_advantage(0.23, 1e-3) - 2.2) < 0.05
     mi = di.yeom_membership(np.array([0.1, 2.0, 0.2, 0.3]), np.array([0.5] * 4), np.array([1, 0, 0, 1]))
     assert mi.wins == 3 and math.isclose(mi.advantage, 0.5)
 

@@ -8,11 +8,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dpaudit import pipeline
 from dpaudit.bounds.accountants import calibrate_noise_multiplier
 from dpaudit.config import ParamsError
 from dpaudit.data.prepared import PreparedData
 from dpaudit.experiments import Audit
-from dpaudit.experiments import identifiability as ident
+from dpaudit.experiments.base import read_manifest
+from dpaudit.experiments.identifiability import config as ident
 from dpaudit.io import read_json
 from dpaudit.report.figures import load_figure_data
 from dpaudit.report.spec import ReportSection
@@ -25,14 +27,18 @@ from dpaudit.sensitivity.search import (
 )
 
 PARAMS = {
+    "data": {"datasets": ["adult"]},
+    "audits": {"adult-identifiability": {"dataset": "adult", "experiment": "identifiability"}},
     "identifiability": {
-        "rho_beta": [0.75, 0.9],
-        "trials": 24,
-        "epochs": 4,
-        "learning_rate": 0.5,
-        "candidate_trials": 2,
-        "models": {"adult": {"hidden": [4]}},
-    }
+        "train": {
+            "rho_beta": [0.75, 0.9],
+            "trials": 24,
+            "epochs": 4,
+            "learning_rate": 0.5,
+            "candidate_trials": 2,
+        },
+        "datasets": {"adult": {"hidden": [4]}},
+    },
 }
 
 
@@ -61,11 +67,8 @@ def audit(tmp_path_factory: pytest.TempPathFactory) -> Audit:
         BoundedChoice(d[3], u[0], 7.0, [PairCandidate(d[3], u[0], 7.0)], [PairCandidate(d[4], u[1], 0.5)]),
     )
     sens.save(a.sensitivity_path)
-    config = ident.config_from_params(PARAMS)
-    ident.run_train(config, a, a.train_dir)
-    ident.run_losses(config, a, a.losses_path)
-    ident.run_attack(config, a, a.attack_dir)
-    ident.run_bounds(config, a, a.metrics_path, a.plots_dir, a.section_path)
+    for run in (pipeline.run_train, pipeline.run_losses, pipeline.run_attack, pipeline.run_bounds):
+        run(PARAMS, a.name, root=root)
     return a
 
 
@@ -112,7 +115,9 @@ def test_plots_and_section(audit: Audit) -> None:
         upper = row.epsilon_upper
         assert set(upper) == {"rdp", "pld", "naive", "advanced"}
         assert upper["pld"] <= upper["rdp"] + 1e-2 <= min(upper["naive"], upper["advanced"]) + 1e-2
-        assert upper["rdp"] == pytest.approx(math.log(row.rho_beta / (1 - row.rho_beta)), rel=1e-3)
+        rho_beta = row.scores["rho_beta"]
+        assert upper["rdp"] == pytest.approx(math.log(rho_beta / (1 - rho_beta)), rel=1e-3)
+    assert section.scores == {"rho_beta": "ρβ", "rho_alpha": "ρα"} and section.timings["train"] > 0
     table = section.tables[0]
     assert len(table.rows) == 4 and "δ′" in table.columns
     root = audit.root
@@ -124,22 +129,53 @@ def test_plots_and_section(audit: Audit) -> None:
     assert len(steps) == 1 + 4 * 4  # header + 4 settings × 4 epochs
 
 
+def test_manifest_records_training_facts(audit: Audit) -> None:
+    """The train manifest holds k, C, δ, sizes, seeds and one DP-SGD event per setting (q = 1)."""
+    import dp_accounting
+
+    from dpaudit.bounds.accountants import all_epsilons, epsilons_for_event
+
+    manifest = read_manifest(audit)
+    assert manifest.experiment == "identifiability" and manifest.dataset == "adult"
+    assert (
+        manifest.delta == pytest.approx(1 / 20)
+        and manifest.sizes["D"] == 20
+        and manifest.sizes["trials"] == 24
+    )
+    assert (
+        manifest.facts["epochs"] == 4 and manifest.facts["clip_norm"] == 3.0 and manifest.seeds == {"seed": 0}
+    )
+    assert len(manifest.facts["settings"]) == 8 and "candidates" in manifest.mechanisms
+    mech = manifest.mechanisms["rb0.75_local-bounded"]
+    event = mech.dp_event()
+    assert isinstance(event, dp_accounting.SelfComposedDpEvent) and event.count == 4
+    assert mech.sampling_rate == 1.0 and mech.clip_norm == 3.0
+    assert epsilons_for_event(event, manifest.delta) == all_epsilons(
+        mech.noise_multiplier, 1.0, 4, manifest.delta
+    )
+
+
 def test_config_errors_name_the_key() -> None:
-    with pytest.raises(ParamsError, match="identifiability.trails"):
-        ident.config_from_params({"identifiability": {"trails": 3}})
-    with pytest.raises(ParamsError, match="identifiability.rho_beta"):
-        ident.config_from_params({"identifiability": {"rho_beta": [0.4]}})
-    with pytest.raises(ParamsError, match="identifiability.neighbours"):
-        ident.config_from_params({"identifiability": {"neighbours": ["bounded", "sideways"]}})
+    with pytest.raises(ParamsError, match="identifiability.train.trails"):
+        ident.config_from_params({"identifiability": {"train": {"trails": 3}}})
+    with pytest.raises(ParamsError, match="identifiability.train.rho_beta"):
+        ident.config_from_params({"identifiability": {"train": {"rho_beta": [0.4]}}})
+    with pytest.raises(ParamsError, match="identifiability.train.neighbours"):
+        ident.config_from_params({"identifiability": {"train": {"neighbours": ["bounded", "sideways"]}}})
+    with pytest.raises(ParamsError, match=r"'identifiability.datasets.digits.hidden' = \[\]"):
+        ident.config_from_params({"identifiability": {"datasets": {"digits": {"hidden": []}}}})
     config = ident.config_from_params({"identifiability": {}})
-    assert config.rho_beta == [0.52, 0.75, 0.9, 0.99] and config.epochs == 30 and config.clip_norm == 3.0
+    assert config.train.rho_beta == [0.52, 0.75, 0.9, 0.99] and config.train.epochs == 30
     own = ident.config_from_params(
-        {"identifiability": {"models": {"digits": {"hidden": [8], "learning_rate": 0.5}}}}
+        {
+            "identifiability": {
+                "datasets": {"digits": {"hidden": [8], "learning_rate": 0.5}, "adult": {"hidden": [2]}}
+            }
+        }
     )
     assert own.learning_rate_for("digits") == 0.5 and own.learning_rate_for("adult") == 0.005
 
 
 def test_missing_upstream_names_the_file(tmp_path: Path) -> None:
-    config = ident.config_from_params(PARAMS)
     with pytest.raises(FileNotFoundError, match="prepared"):
-        ident.run_train(config, Audit("adult", "identifiability", tmp_path), tmp_path / "out")
+        pipeline.run_train(PARAMS, "adult-identifiability", root=tmp_path)

@@ -11,62 +11,64 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dpaudit import pipeline
 from dpaudit.bounds.accountants import compute_epsilon
 from dpaudit.bounds.epsilon_star import default_delta
 from dpaudit.config import ParamsError, load_params
 from dpaudit.data.prepared import PreparedData
-from dpaudit.experiments import Audit, experiment_module
-from dpaudit.experiments.membership_analysis import analyse_model, pareto_frontier
-from dpaudit.experiments.membership_plan import (
-    MembershipConfig,
-    SplitSizes,
-    config_from_params,
-    draw_splits,
-    plan_strategies,
-)
+from dpaudit.experiments import Audit, get_experiment
+from dpaudit.experiments.base import Mechanism, TrainManifest, read_manifest, write_manifest
+from dpaudit.experiments.membership.attack import analyse_model
+from dpaudit.experiments.membership.bounds import pareto_frontier
+from dpaudit.experiments.membership.config import SplitSizes, config_from_params
+from dpaudit.experiments.membership.design import draw_splits, plan_strategies
+from dpaudit.io import write_npz
 from dpaudit.report.spec import ReportSection
 
 SMALL = {
-    "seed": 3,
-    "repeats": 2,
-    "sizes": {"synthetic": {"members": 120, "nonmembers": 120}},
-    "hidden": {"synthetic": [16]},
-    "dpsgd": {
-        "sampling_rate": 0.25,
-        "epochs": 3,
-        "clip_norm": 1.0,
-        "learning_rate": 1.0,
-        "noise_multipliers": [1.0, 8.0],
-        "target_epsilons": [3.0],
-        "calibration_accountant": "rdp",
+    "train": {
+        "seed": 3,
+        "repeats": 2,
+        "dpsgd": {
+            "sampling_rate": 0.25,
+            "epochs": 3,
+            "clip_norm": 1.0,
+            "learning_rate": 1.0,
+            "noise_multipliers": [1.0, 8.0],
+            "target_epsilons": [3.0],
+            "calibration_accountant": "rdp",
+        },
+        "baselines": {"epochs": [1, 30], "sampling_rate": 0.25, "learning_rate": 1.0},
+        "xgboost": {"enabled": True, "n_estimators": 10, "max_depth": 3, "learning_rate": 0.3},
     },
-    "baselines": {"epochs": [1, 30], "sampling_rate": 0.25, "learning_rate": 1.0},
-    "xgboost": {"enabled": True, "n_estimators": 10, "max_depth": 3, "learning_rate": 0.3},
+    "datasets": {"synthetic": {"members": 120, "nonmembers": 120, "hidden": [16]}},
     "attack": {"fpr": 0.05, "confidence": 0.95, "selection": "split"},
+}
+PARAMS = {
+    "data": {"datasets": ["synthetic"]},
+    "audits": {"synthetic-membership": {"dataset": "synthetic", "experiment": "membership"}},
+    "membership": SMALL,
 }
 
 
 def test_repository_params_section_is_valid(repo_root: Path) -> None:
-    config = experiment_module("membership").config_from_params(load_params(repo_root / "params.yaml"))
-    assert config.repeats == 5
-    assert set(config.dpsgd.target_epsilons) == {1.0, 3.0, 10.0, 100.0}
+    config = get_experiment("membership").config_from_params(load_params(repo_root / "params.yaml"))
+    assert config.train.repeats == 5
+    assert set(config.train.dpsgd.target_epsilons) == {1.0, 3.0, 10.0, 100.0}
     assert config.sizes_for("adult").members >= 1000
 
 
 def test_config_errors_name_the_key() -> None:
     bad = copy.deepcopy(SMALL)
-    bad["dpsgd"]["sampling_rat"] = 0.1
-    with pytest.raises(ParamsError, match="membership.dpsgd.sampling_rat"):
+    bad["train"]["dpsgd"]["sampling_rat"] = 0.1
+    with pytest.raises(ParamsError, match="membership.train.dpsgd.sampling_rat"):
         config_from_params({"membership": bad})
     bad = copy.deepcopy(SMALL)
     bad["attack"]["fpr"] = 1.5
-    with pytest.raises(ParamsError, match="membership.attack.fpr"):
+    with pytest.raises(ParamsError, match=r"'membership.attack.fpr' = 1.5"):
         config_from_params({"membership": bad})
-    with pytest.raises(ParamsError, match="membership.sizes.adult"):
+    with pytest.raises(ParamsError, match="membership.datasets.adult"):
         config_from_params({"membership": SMALL}).sizes_for("adult")
-    audits = {"adult-membership": {"dataset": "adult", "experiment": "membership"}}
-    with pytest.raises(ParamsError, match="membership.sizes.adult"):
-        config_from_params({"membership": SMALL, "audits": audits})
 
 
 def test_calibrated_strategies_hit_their_target_under_the_calibrating_accountant() -> None:
@@ -75,7 +77,7 @@ def test_calibrated_strategies_hit_their_target_under_the_calibrating_accountant
     assert delta == pytest.approx(1.0 / (2000 * math.log(2000)))
     for accountant, targets in (("rdp", [1.0, 10.0]), ("pld", [3.0])):
         raw = copy.deepcopy(SMALL)
-        raw["dpsgd"].update(target_epsilons=targets, calibration_accountant=accountant, epochs=2)
+        raw["train"]["dpsgd"].update(target_epsilons=targets, calibration_accountant=accountant, epochs=2)
         config = config_from_params({"membership": raw})
         calibrated = [s for s in plan_strategies(config, members, delta) if s.target_epsilon is not None]
         assert [s.target_epsilon for s in calibrated] == targets
@@ -94,7 +96,7 @@ def test_splits_are_disjoint_per_repeat_and_differ_between_repeats() -> None:
         assert set(splits.members[r]) | set(splits.nonmembers[r]) == set(splits.population)
     assert len(splits.population) == 180 and np.isin(splits.population, candidates).all()
     assert not np.array_equal(splits.members[0], splits.members[1])
-    with pytest.raises(ParamsError, match="membership.sizes.x"):
+    with pytest.raises(ParamsError, match="membership.datasets.x"):
         draw_splits(candidates, np.arange(5), SplitSizes(300, 100), repeats=1, seed=0, dataset="x")
 
 
@@ -113,7 +115,7 @@ def memorised() -> dict[str, np.ndarray]:
     Nothing generalises, so members end with near-zero loss while held-out records get a
     confident coin flip: half a large loss, half a small one (pure memorisation)."""
     from dpaudit.attacks.membership import losses_from_logits
-    from dpaudit.experiments.membership_models import neural_logits
+    from dpaudit.experiments.modelling import neural_logits
     from dpaudit.training.dpsgd import DPSGDConfig, train_trials
     from dpaudit.training.models import mlp
 
@@ -204,18 +206,20 @@ def _leaves(tree: object) -> list[object]:
 def test_four_stages_end_to_end_on_a_small_synthetic_dataset(tmp_path: Path) -> None:
     audit = Audit("synthetic", "membership", tmp_path)
     _synthetic_prepared(audit.prepared_path)
-    module = experiment_module("membership")
-    config: MembershipConfig = module.config_from_params({"membership": SMALL})
 
-    module.run_train(config, audit, audit.train_dir)
-    train_config = json.loads((audit.train_dir / "config.json").read_text())
-    names = [s["name"] for s in train_config["strategies"]]
+    pipeline.run_train(PARAMS, audit.name, root=tmp_path)
+    manifest = read_manifest(audit)
+    names = [s["name"] for s in manifest.facts["strategies"]]
     assert names == ["dp-z1", "dp-z8", "dp-eps3", "nondp-1ep", "nondp-30ep", "xgboost"]
-    assert train_config["delta"] == pytest.approx(default_delta(120))
-    assert train_config["poisson_sampling"] is True
+    assert list(manifest.mechanisms) == names
+    assert manifest.delta == pytest.approx(default_delta(120)) and manifest.seeds == {"seed": 3}
+    assert manifest.sizes == {"members": 120, "nonmembers": 120, "repeats": 2}
+    assert manifest.mechanisms["dp-z1"].dp_event().event.sampling_probability == 0.25
+    assert manifest.mechanisms["xgboost"].event == {"type": "NonPrivateDpEvent"}
+    assert manifest.facts["poisson_sampling"] is True
     assert {p.name for p in audit.train_dir.glob("xgboost-r*.ubj")} == {"xgboost-r0.ubj", "xgboost-r1.ubj"}
 
-    module.run_losses(config, audit, audit.losses_path)
+    pipeline.run_losses(PARAMS, audit.name, root=tmp_path)
     with np.load(audit.losses_path) as f:
         assert f["member_ce"].shape == (12, 120) and f["nonmember_logit"].shape == (12, 120)
         assert np.all(np.isfinite(f["member_ce"])) and np.all(f["member_ce"] >= 0)
@@ -223,13 +227,13 @@ def test_four_stages_end_to_end_on_a_small_synthetic_dataset(tmp_path: Path) -> 
         np.testing.assert_array_equal(f["model_repeat"], [0, 1] * 6)
         assert f["accuracy"][f["model_strategy"] == 5].min() > 0.7  # XGBoost on an easy linear task
 
-    module.run_attack(config, audit, audit.attack_dir)
+    pipeline.run_attack(PARAMS, audit.name, root=tmp_path)
     with np.load(audit.attack_dir / "attack.npz") as f:
         star = f["epsilon_star_parametric"]
         assert star.shape == (12,) and np.all(star >= 0)
         assert np.all(f["naive_advantage"] >= f["yeom_advantage"] - 1e-12)  # max over thresholds
 
-    module.run_bounds(config, audit, audit.metrics_path, audit.plots_dir, audit.section_path)
+    pipeline.run_bounds(PARAMS, audit.name, root=tmp_path)
     metrics = json.loads(audit.metrics_path.read_text())
     assert all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in _leaves(metrics))
     calibrated = metrics["strategies"]["dp-eps3"]
@@ -260,11 +264,10 @@ def test_four_stages_end_to_end_on_a_small_synthetic_dataset(tmp_path: Path) -> 
 
 
 def test_bounds_outputs_aggregate_repeats_and_flag_findings(tmp_path: Path) -> None:
-    """write_outputs on hand-made per-model numbers: mean/min/max per strategy, accountants, checks."""
+    """bounds + section on hand-made per-model numbers: mean/min/max per strategy, accountants, checks."""
     from dpaudit.bounds.accountants import all_epsilons
-    from dpaudit.experiments.membership_analysis import ModelAttack
-    from dpaudit.experiments.membership_plan import Strategy
-    from dpaudit.experiments.membership_report import write_outputs
+    from dpaudit.experiments.membership.attack import ModelAttack
+    from dpaudit.experiments.membership.design import Strategy
 
     dp = Strategy(
         "dp-z1",
@@ -279,31 +282,47 @@ def test_bounds_outputs_aggregate_repeats_and_flag_findings(tmp_path: Path) -> N
         learning_rate=1.0,
     )
     xgb = Strategy("xgboost", "xgboost", "xgboost", "XGBoost")
-    train_config = {
-        "strategies": [dp.to_dict(), xgb.to_dict()],
-        "delta": 1e-3,
-        "num_classes": 2,
-        "members": 100,
-        "nonmembers": 100,
-        "repeats": 2,
-        "calibration_accountant": "rdp",
-    }
+    audit = Audit("toy", "membership", tmp_path)
+    manifest = TrainManifest(
+        experiment="membership",
+        dataset="toy",
+        delta=1e-3,
+        sizes={"members": 100, "nonmembers": 100, "repeats": 2},
+        seeds={"seed": 0},
+        mechanisms={"dp-z1": Mechanism.dpsgd(1.0, 0.1, 10, 1.0), "xgboost": Mechanism.non_private(0, 1.0)},
+        facts={
+            "strategies": [dp.to_dict(), xgb.to_dict()],
+            "num_classes": 2,
+            "hidden": None,
+            "calibration_accountant": "rdp",
+            "poisson_sampling": True,
+        },
+    )
+    write_manifest(audit.train_dir, manifest)
     fields = list(ModelAttack.__dataclass_fields__)
     attack = {name: np.zeros(4) for name in fields}
     attack["epsilon_star_parametric"] = np.array([0.2, 0.4, 0.0, 3.0])  # xgboost r0: 0 despite a leak
     attack["naive_advantage"] = np.array([0.05, 0.1, 0.9, 0.9])
     attack["epsilon_lower_valid"] = np.array([0.0, 50.0, 1.0, 2.0])  # dp r1 above its RDP ε: a finding
-    attack["model_strategy"] = np.array([0, 0, 1, 1])
+    attack.update(
+        model_strategy=np.array([0, 0, 1, 1]),
+        fpr=np.asarray(0.05),
+        confidence=np.asarray(0.95),
+        selection=np.asarray("split"),
+    )
+    write_npz(audit.attack_dir / "attack.npz", attack)
     losses = {
         "accuracy": np.array([0.7, 0.8, 0.9, 0.95]),
         "auroc": np.array([0.75, 0.85, 0.9, 0.96]),
         "train_accuracy": np.ones(4),
     }
-    audit = Audit("toy", "membership", tmp_path)
-    config = config_from_params({"membership": SMALL})
-    write_outputs(
-        config, audit, train_config, losses, attack, audit.metrics_path, audit.plots_dir, audit.section_path
-    )
+    write_npz(audit.losses_path, losses)
+    params = {
+        "data": {"datasets": ["toy"]},
+        "audits": {"toy-membership": {"dataset": "toy", "experiment": "membership"}},
+        "membership": {**SMALL, "datasets": {"toy": {"members": 100, "nonmembers": 100}}},
+    }
+    pipeline.run_bounds(params, audit.name, root=tmp_path)
 
     metrics = json.loads(audit.metrics_path.read_text())
     star = metrics["strategies"]["dp-z1"]["epsilon_star_parametric"]
@@ -319,3 +338,4 @@ def test_bounds_outputs_aggregate_repeats_and_flag_findings(tmp_path: Path) -> N
     section = ReportSection.load(audit.section_path)
     assert "1 DP model(s) have a valid lower bound above their RDP ε" in section.description
     assert section.rows[1].epsilon_upper == {} and section.rows[1].epsilon_star == pytest.approx(1.5)
+    assert section.scores == {"epsilon_star": "Epsilon*"}

@@ -1,4 +1,4 @@
-"""A fake repository tree with two audit sections, their CSVs, metrics, timings and a raw file."""
+"""A fake repository tree with two audit sections, their CSVs, metrics and a raw file."""
 
 from __future__ import annotations
 
@@ -43,9 +43,7 @@ def _identifiability_section(root: Path) -> ReportSection:
             {"rdp": e, "pld": e * 0.97},
             e * 0.6,
             "clopper-pearson",
-            rb,
-            ra,
-            None,
+            {"rho_beta": rb, "rho_alpha": ra},
             "accuracy",
             0.8,
         )
@@ -58,6 +56,7 @@ def _identifiability_section(root: Path) -> ReportSection:
         description="Full-batch DP-SGD on D vs D' <chosen by sensitivity>.",
         headline=rows[2],
         rows=rows,
+        scores={"rho_beta": "ρβ", "rho_alpha": "ρα"},
         tables=[
             TableSpec(
                 "adv",
@@ -135,14 +134,12 @@ def _membership_section(root: Path) -> ReportSection:
         {"rdp": 12.0, "pld": 11.1, "naive": 125.0, "advanced": 40.0},
         0.8,
         "loss-threshold (split)",
-        None,
-        None,
-        0.42,
+        {"epsilon_star": 0.42},
         "accuracy",
         0.81,
     )
     baseline = SummaryRow(
-        "non-DP keras", {}, 1.9, "loss-threshold (split)", None, None, 2.5, "accuracy", 0.84
+        "non-DP keras", {}, 1.9, "loss-threshold (split)", {"epsilon_star": 2.5}, "accuracy", 0.84
     )
     return ReportSection(
         dataset="adult",
@@ -151,6 +148,8 @@ def _membership_section(root: Path) -> ReportSection:
         description="Loss threshold MI.",
         headline=headline,
         rows=[headline, baseline],
+        scores={"epsilon_star": "Epsilon*"},
+        timings={"train": 12.5},
         tables=[],
         figures=[
             FigureSpec(
@@ -209,15 +208,13 @@ def _membership_section(root: Path) -> ReportSection:
 
 
 def make_fake_root(root: Path) -> Path:
-    """Write sections, CSVs, metrics, timings, params and one raw data file under ``root``."""
+    """Write sections (one with a train time), CSVs, metrics, params and one raw data file under ``root``."""
     for section in (_identifiability_section(root), _membership_section(root)):
         section.save(root / "data" / "bounds" / f"{section.dataset}-{section.experiment}" / "section.json")
     write_json(
-        root / "metrics" / "adult-membership.json",
+        root / "data" / "bounds" / "adult-membership" / "metrics.json",
         {"epsilon_upper": {"z_1.0": {"rdp": 12.0}}, "epsilon_lower": {"z_1.0": 0.8}},
     )
-    for stage, seconds in (("report", 1.5), ("train@adult-membership", 12.5), ("download@adult", 0.5)):
-        write_json(root / "data" / "timing" / f"{stage}.json", {"stage": stage, "seconds": seconds})
     adult = root / "data" / "raw" / "adult"
     adult.mkdir(parents=True)
     shutil.copyfile(VENDORED_NAMES, adult / "adult.names.gz")  # the real file: matches the registry
@@ -243,5 +240,5 @@ def built_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, 
 
     root = make_fake_root(tmp_path_factory.mktemp("built") / "repo")
     out, summary = root / "reports" / "index.html", root / "metrics" / "summary.json"
-    build_report(root, out, summary, "fake <report>")
+    build_report(root, out, summary, "fake <report>", audits=list(AUDITS))
     return root, out, summary

@@ -137,9 +137,9 @@ def test_unusable_data_is_a_clear_error(fake_root):
 
 
 def test_region_of_privacy_grows_with_rows_and_skips_rows_without_numbers():
-    row = SummaryRow("z=1", {"rdp": 3.0, "naive": math.inf}, 0.5, "split", None, None, None, None, None)
-    empty = SummaryRow("none", {"rdp": None}, None, None, None, None, None, "accuracy", 0.9)
-    star_only = SummaryRow("non-DP", {}, None, None, None, None, 1.0, "accuracy", 0.9)
+    row = SummaryRow("z=1", {"rdp": 3.0, "naive": math.inf}, 0.5, "split", {}, None, None)
+    empty = SummaryRow("none", {"rdp": None}, None, None, {}, "accuracy", 0.9)
+    star_only = SummaryRow("non-DP", {}, None, None, {"epsilon_star": 1.0}, "accuracy", 0.9)
     assert region_of_privacy_png([("a", empty)]) is None
     one = _png_size(region_of_privacy_png([("a", row), ("a", empty)]))
     three = _png_size(region_of_privacy_png([("a", row), ("b", row), ("c", star_only)]))

@@ -18,8 +18,10 @@ inside the trainer's step (three scalars per trial and step, no gradient history
 quantity without a second pass over D and D′.
 
 Beside it, the loss-threshold membership adversary of Yeom et al. on the differing record
-(Bernau Figs. 7–9 d) decides "member" when the record's loss is below the model's mean
-training loss.
+(Bernau Figs. 7–9 d) decides "member" when the record's loss is at most the model's mean
+training loss (:func:`dpaudit.attacks.membership.yeom_decision`).
+
+References: :data:`dpaudit.references.BERNAU`, :data:`dpaudit.references.YEOM`.
 """
 
 from __future__ import annotations
@@ -190,8 +192,12 @@ def epsilon_from_beliefs(final_true_log_odds: np.ndarray) -> float:
     return max(0.0, float(np.max(final_true_log_odds)))
 
 
-def epsilon_from_advantage(adv: float, delta: float) -> float:
-    """ε′ (iii): inverse of Thm. 2 (Eq. 15) at the empirical advantage (0 for Adv ≤ 0)."""
+def epsilon_prime_from_advantage(adv: float, delta: float) -> float:
+    """ε′ (iii): inverse of Thm. 2 (Eq. 15) at the empirical advantage (0 for Adv ≤ 0).
+
+    Not to be confused with :func:`dpaudit.bounds.empirical.epsilon_from_advantage` (Erlingsson
+    Prop. 3, a bound from a membership advantage): this one is Bernau's estimate ε′ from Adv_DI.
+    """
     return epsilon_from_di_advantage(float(np.clip(adv, -1.0, 1.0)), delta)
 
 
@@ -215,12 +221,15 @@ def expected_delta_prime_local(noise_multiplier: float, steps: int, epsilon: flo
 def yeom_membership(
     record_loss: np.ndarray, threshold: np.ndarray, member: np.ndarray, confidence: float = 0.95
 ) -> Advantage:
-    """Loss-threshold MI (Yeom et al.): guess "member" iff loss < threshold (the model's mean
-    training loss); ``member[t]`` says whether the record was in trial t's training set.
+    """Loss-threshold MI (Yeom et al.): guess "member" iff loss ≤ threshold (the model's mean
+    training loss, :func:`dpaudit.attacks.membership.yeom_decision`); ``member[t]`` says whether the
+    record was in trial t's training set.
     Adv = 2·correct/n − 1, comparable with the DI advantage."""
     return advantage_of_guesses(yeom_guess(record_loss, threshold), np.asarray(member, dtype=int), confidence)
 
 
 def yeom_guess(record_loss: np.ndarray, threshold: np.ndarray) -> np.ndarray:
-    """Yeom et al.'s decision: "member" iff the record's loss is below the mean training loss."""
-    return np.asarray(record_loss) < np.asarray(threshold)
+    """Yeom et al.'s decision: "member" iff the record's loss is at most the mean training loss."""
+    from dpaudit.attacks.membership import yeom_decision
+
+    return yeom_decision(record_loss, threshold)

@@ -36,21 +36,17 @@ def cross_entropy_loss(probabilities: np.ndarray, labels: np.ndarray) -> np.ndar
 
     ``probabilities`` is ``[..., n, C]`` (rows sum to one; leading axes, e.g. trials, are kept);
     ``labels`` is ``[n]`` with values in ``0..C-1``. Probabilities are floored at
-    :data:`PROBABILITY_FLOOR` so a confidently wrong prediction gives a large finite loss.
+    :data:`PROBABILITY_FLOOR` so a confidently wrong prediction gives a large finite loss. This is
+    :func:`losses_from_logits` applied to the log-probabilities (a softmax of log p is p), so the
+    package has one cross-entropy.
     """
     probs = np.asarray(probabilities, dtype=np.float64)
-    labels = np.asarray(labels)
     if probs.ndim < 2:
         raise ValueError(f"probabilities must be [..., n, C], got shape {probs.shape}")
-    n, num_classes = probs.shape[-2], probs.shape[-1]
-    if labels.shape != (n,):
-        raise ValueError(
-            f"labels must have shape ({n},) to match probabilities {probs.shape}, got {labels.shape}"
-        )
-    if labels.size and (labels.min() < 0 or labels.max() >= num_classes):
-        raise ValueError(f"labels must lie in 0..{num_classes - 1}, got {labels.min()}..{labels.max()}")
-    picked = np.take_along_axis(probs, labels.reshape((1,) * (probs.ndim - 2) + (n, 1)), axis=-1)[..., 0]
-    return -np.log(np.clip(picked, PROBABILITY_FLOOR, 1.0))
+    with np.errstate(divide="ignore"):
+        log_probs = np.log(np.clip(probs, PROBABILITY_FLOOR, 1.0))
+    ce, _ = losses_from_logits(log_probs, labels)
+    return ce
 
 
 def losses_from_logits(logits: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -80,9 +76,19 @@ def losses_from_logits(logits: np.ndarray, labels: np.ndarray) -> tuple[np.ndarr
     return ce, others - z_true
 
 
+def yeom_decision(losses: np.ndarray, threshold: np.ndarray | float) -> np.ndarray:
+    """Yeom et al.'s decision rule (Alg. 1, :data:`dpaudit.references.YEOM`): "member" iff loss ≤ threshold.
+
+    The one rule of the package: the membership audit's threshold attack, the identifiability
+    audit's MI adversary on x̂ (threshold: the trial's mean training loss) and the ROC sweeps all
+    count a loss equal to the threshold as "member", so a threshold at an observed loss includes it.
+    """
+    return np.asarray(losses) <= np.asarray(threshold)
+
+
 @dataclass(frozen=True)
 class LossThresholdAttack:
-    """Outcome of thresholding losses: guess "member" when ``loss <= threshold``."""
+    """Outcome of thresholding losses: guess "member" when ``loss <= threshold`` (:func:`yeom_decision`)."""
 
     threshold: float
     tpr: float
@@ -106,7 +112,9 @@ def loss_threshold_attack(
     nonmembers = _as_losses(nonmember_losses, "nonmember_losses")
     tau = float(np.mean(members)) if threshold is None else float(threshold)
     return LossThresholdAttack(
-        threshold=tau, tpr=float(np.mean(members <= tau)), fpr=float(np.mean(nonmembers <= tau))
+        threshold=tau,
+        tpr=float(np.mean(yeom_decision(members, tau))),
+        fpr=float(np.mean(yeom_decision(nonmembers, tau))),
     )
 
 

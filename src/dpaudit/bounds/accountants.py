@@ -344,3 +344,31 @@ def calibrate_noise_multiplier(
     while gap(math.log(z)) > 0:
         z *= 1.0 + rtol / 4
     return z
+
+
+def epsilons_for_event(event: object, delta: float) -> dict[str, float]:
+    """ε at δ under every accountant (rdp, pld, naive, advanced) for a dp_accounting ``DpEvent``.
+
+    Mechanisms are data (DESIGN.md): a trained audit records its mechanism as an event, and this
+    one function turns it into every accountant's ε (Erlingsson et al. Table 1's columns; RDP and
+    PLD as dp_accounting computes them, naive and advanced composition per Abadi et al. §3.1 and
+    Kairouz et al. Thm. 3.4). Supported: DP-SGD, i.e. ``SelfComposedDpEvent`` of a Gaussian or of a
+    ``PoissonSampledDpEvent`` of a Gaussian (a bare Gaussian or Poisson-sampled Gaussian is one
+    step), ``NoOpDpEvent`` (ε = 0) and ``NonPrivateDpEvent`` (ε = ∞). Other events raise
+    ``ValueError`` naming the type.
+    """
+    import dp_accounting
+
+    if isinstance(event, dp_accounting.NonPrivateDpEvent):
+        return {name: math.inf for name in ACCOUNTANTS}
+    if isinstance(event, dp_accounting.NoOpDpEvent):
+        return {name: 0.0 for name in ACCOUNTANTS}
+    steps, step = 1, event
+    if isinstance(event, dp_accounting.SelfComposedDpEvent):
+        steps, step = int(event.count), event.event
+    sampling_rate = 1.0
+    if isinstance(step, dp_accounting.PoissonSampledDpEvent):
+        sampling_rate, step = float(step.sampling_probability), step.event
+    if not isinstance(step, dp_accounting.GaussianDpEvent):
+        raise ValueError(f"epsilons_for_event: unsupported event {type(event).__name__} ({event!r})")
+    return all_epsilons(float(step.noise_multiplier), sampling_rate, steps, delta)

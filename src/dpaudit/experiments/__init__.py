@@ -1,74 +1,56 @@
-"""Audit experiments: each module turns prepared data into trained models, attacks and bounds.
+"""Audit experiments: one package each, found by discovery, registered by :func:`register`.
 
-An experiment module exposes ``config_from_params(params) -> config`` (validates its
-``params.yaml`` section up front) and four stage functions, each writing only into the output
-location it is given (the stage script makes that write atomic):
-
-- ``run_train(config, audit, out_dir)``
-- ``run_losses(config, audit, out_path)``
-- ``run_attack(config, audit, out_dir)``
-- ``run_bounds(config, audit, metrics_path, plots_dir, section_path)``
-
-``audit`` is an :class:`Audit`: which dataset, and where the upstream stage outputs live.
+A new experiment is one package under ``dpaudit/experiments/`` (plus one section in
+``params.yaml``) and no edit anywhere else: :func:`discover` imports every sub-package, and a
+package registers its :class:`~dpaudit.experiments.base.Experiment` with :func:`register` when it
+is imported. :func:`get_experiment` and :func:`registry` are what the stages and the check use.
 """
 
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
-from pathlib import Path
-from types import ModuleType
+import pkgutil
 
-EXPERIMENTS = ("identifiability", "membership")
+from dpaudit.experiments.base import Experiment
+from dpaudit.layout import Audit
 
+__all__ = ["Audit", "Experiment", "discover", "get_experiment", "register", "registry"]
 
-@dataclass(frozen=True)
-class Audit:
-    """One dataset × experiment pair and the paths of its pipeline artefacts."""
-
-    dataset: str
-    experiment: str
-    root: Path = Path(".")
-
-    @property
-    def name(self) -> str:
-        return f"{self.dataset}-{self.experiment}"
-
-    @property
-    def prepared_path(self) -> Path:
-        return self.root / "data" / "prepared" / f"{self.dataset}.npz"
-
-    @property
-    def sensitivity_path(self) -> Path:
-        return self.root / "data" / "sensitivity" / f"{self.dataset}.json"
-
-    @property
-    def train_dir(self) -> Path:
-        return self.root / "data" / "train" / self.dataset / self.experiment
-
-    @property
-    def losses_path(self) -> Path:
-        return self.root / "data" / "losses" / self.dataset / f"{self.experiment}.npz"
-
-    @property
-    def attack_dir(self) -> Path:
-        return self.root / "data" / "attacks" / self.dataset / self.experiment
-
-    @property
-    def metrics_path(self) -> Path:
-        return self.root / "metrics" / f"{self.name}.json"
-
-    @property
-    def plots_dir(self) -> Path:
-        return self.root / "plots" / self.name
-
-    @property
-    def section_path(self) -> Path:
-        return self.root / "data" / "bounds" / self.name / "section.json"
+_REGISTRY: dict[str, Experiment] = {}
+_DISCOVERED: set[str] = set()
 
 
-def experiment_module(name: str) -> ModuleType:
-    """Import ``dpaudit.experiments.<name>``; an unknown name is a clear error."""
-    if name not in EXPERIMENTS:
-        raise ValueError(f"unknown experiment {name!r}; known: {', '.join(EXPERIMENTS)}")
-    return importlib.import_module(f"dpaudit.experiments.{name}")
+def register(experiment: Experiment) -> Experiment:
+    """Add ``experiment`` to the registry under its ``name``; a second, different one is an error."""
+    if not isinstance(experiment, Experiment):
+        raise TypeError(f"{experiment!r} does not implement the Experiment protocol")
+    name = experiment.name
+    if not name or not name.isidentifier() or "-" in name:
+        raise ValueError(f"experiment name {name!r} must be a Python identifier (it is a params section)")
+    known = _REGISTRY.get(name)
+    if known is not None and known is not experiment and type(known) is not type(experiment):
+        raise ValueError(f"two experiments are called {name!r}: {known!r} and {experiment!r}")
+    _REGISTRY[name] = experiment
+    return experiment
+
+
+def discover() -> None:
+    """Import every sub-package of ``dpaudit.experiments`` (each registers itself on import)."""
+    for info in pkgutil.iter_modules(__path__):
+        if info.ispkg and info.name not in _DISCOVERED:
+            importlib.import_module(f"{__name__}.{info.name}")
+            _DISCOVERED.add(info.name)
+
+
+def registry() -> dict[str, Experiment]:
+    """Every registered experiment by name (after discovery)."""
+    discover()
+    return dict(sorted(_REGISTRY.items()))
+
+
+def get_experiment(name: str) -> Experiment:
+    """The experiment called ``name``; an unknown name is a clear error listing the known ones."""
+    known = registry()
+    if name not in known:
+        raise ValueError(f"unknown experiment {name!r}; known: {', '.join(known)}")
+    return known[name]

@@ -1,8 +1,12 @@
 """The audit report: one self-contained HTML file and a JSON file of headline numbers.
 
-:func:`build_report` reads every ``data/bounds/<audit>/section.json`` (a
-:class:`~dpaudit.report.spec.ReportSection`) under a repository root and renders them without
-knowing which experiment wrote them, so new experiments slot in by writing one more section.
+:func:`build_report` reads ``data/bounds/<audit>/section.json`` (a
+:class:`~dpaudit.report.spec.ReportSection`) of exactly the audits it is given (the ``audits`` of
+params.yaml, in the pipeline) and renders them without knowing which experiment wrote them, so new
+experiments slot in by writing one more section. Every file it reads is an input the report stage
+declares: the sections and metrics copies under ``data/bounds/``, the CSVs under ``plots/``, the
+verified files under ``data/raw/`` and ``params.yaml``. Stage run times come from the sections
+(each records its train stage's time from the train manifest), not from ``data/timing/``.
 The HTML carries its CSS and every figure inline (base64 PNG) and references no external URL,
 so it can be mailed or archived as one file. ``metrics/summary.json`` holds the headline row of
 each audit as numbers only, keyed by audit name, for ``dvc metrics diff``.
@@ -30,14 +34,13 @@ from dpaudit.bounds.accountants import ACCOUNTANTS
 from dpaudit.config import from_mapping, require, section
 from dpaudit.data.download import file_facts
 from dpaudit.io import atomic_path, read_json, write_json
-from dpaudit.pipeline import TIMING_DIR
+from dpaudit.layout import DOWNLOAD_MANIFEST_NAME as MANIFEST_NAME
 from dpaudit.report.figures import FigureError, region_of_privacy_png, render_figure
 from dpaudit.report.spec import ReportSection, SummaryRow, TableSpec
 
 logger = logging.getLogger(__name__)
 
 STAGE_ORDER = ("download", "prepare", "sensitivity", "train", "losses", "attack", "bounds", "report")
-MANIFEST_NAME = "manifest.json"  # the download stage's provenance file next to the verified files
 PACKAGES = (
     "dpaudit",
     "tensorflow",
@@ -101,10 +104,24 @@ class LoadedSection:
 # Reading inputs
 
 
-def find_sections(root: Path) -> list[LoadedSection]:
-    """Load every ``data/bounds/*/section.json`` under ``root``, sorted by audit name."""
+def find_sections(root: Path, audits: Sequence[str] | None = None) -> list[LoadedSection]:
+    """Load ``data/bounds/<audit>/section.json`` of each of ``audits`` (sorted by name).
+
+    ``audits`` is the list of audits to render (the pipeline passes the ``audits`` of params.yaml);
+    a listed audit without a section is an error naming the file. ``None`` loads every section found
+    (for use outside the pipeline only: stale sections of removed audits would be included).
+    """
+    bounds = root / "data" / "bounds"
+    if audits is None:
+        paths = sorted(bounds.glob("*/section.json"))
+    else:
+        paths = [bounds / name / "section.json" for name in sorted(audits)]
     sections = []
-    for path in sorted((root / "data" / "bounds").glob("*/section.json")):
+    for path in paths:
+        if not path.is_file():
+            raise FileNotFoundError(
+                f"{path}: the report section of audit '{path.parent.name}' (run its bounds stage)"
+            )
         try:
             section = ReportSection.load(path)
         except (KeyError, TypeError) as exc:
@@ -121,7 +138,11 @@ def _finite(value: float | None) -> float | None:
 
 
 def summary_metrics(sections: Sequence[LoadedSection]) -> dict[str, dict[str, Any]]:
-    """Headline numbers per audit, numbers only (None and non-finite values are left out)."""
+    """Headline numbers per audit, numbers only (None and non-finite values are left out).
+
+    Per audit: the accountants' ε, the best valid ε lower bound, the scores the section declares
+    (:attr:`ReportSection.scores`, e.g. ρβ and ρα, or Epsilon*) and the utility.
+    """
     out: dict[str, dict[str, Any]] = {}
     for loaded in sections:
         row = loaded.section.headline
@@ -129,8 +150,11 @@ def summary_metrics(sections: Sequence[LoadedSection]) -> dict[str, dict[str, An
         upper = {name: v for name, value in row.epsilon_upper.items() if (v := _finite(value)) is not None}
         if upper:
             entry["epsilon_upper"] = upper
-        for key in ("epsilon_lower", "rho_beta", "rho_alpha", "epsilon_star"):
-            value = _finite(getattr(row, key))
+        lower = _finite(row.epsilon_lower)
+        if lower is not None:
+            entry["epsilon_lower"] = lower
+        for key in loaded.section.scores:
+            value = _finite(row.scores.get(key))
             if value is not None:
                 entry[key] = value
         utility = _finite(row.utility)
@@ -258,19 +282,16 @@ def git_commit(root: Path) -> str | None:
     return commit + (" + uncommitted changes" if status.returncode == 0 and status.stdout.strip() else "")
 
 
-def stage_timings(root: Path) -> list[tuple[str, float]]:
-    """(stage, seconds) from ``data/timing/*.json`` (written by the stage runner), in pipeline order.
+def stage_timings(sections: Sequence[LoadedSection]) -> list[tuple[str, float]]:
+    """(stage, seconds) that the sections record (e.g. ``train@adult-membership`` from the train manifest).
 
-    Each file holds ``{"stage": "train@adult-membership", "seconds": 12.3}`` (written by
-    ``dpaudit.pipeline.run_stage``); unreadable files are skipped with a warning.
+    Only times that are facts of the rendered results are shown: they travel with the outputs the
+    report stage declares as inputs. The per-stage log under ``data/timing/`` is not read.
     """
     timings: dict[str, float] = {}
-    for path in sorted((root / TIMING_DIR).glob("*.json")):
-        try:
-            raw = read_json(path)
-            timings[str(raw["stage"])] = float(raw["seconds"])
-        except (ValueError, KeyError, TypeError) as exc:
-            logger.warning("skipping timing file %s: %s", path, exc)
+    for loaded in sections:
+        for stage, seconds in loaded.section.timings.items():
+            timings[f"{stage}@{loaded.audit}"] = float(seconds)
 
     def order(stage: str) -> tuple[int, str]:
         family = stage.split("@", 1)[0]
@@ -280,8 +301,12 @@ def stage_timings(root: Path) -> list[tuple[str, float]]:
 
 
 def audit_metrics(root: Path, audit: str) -> list[tuple[str, float]]:
-    """Flattened ``metrics/<audit>.json`` as (slash-joined key, number) pairs; empty when absent."""
-    path = root / "metrics" / f"{audit}.json"
+    """Flattened metrics of an audit as (slash-joined key, number) pairs; empty when absent.
+
+    Read from the bounds stage's copy ``data/bounds/<audit>/metrics.json`` (a declared input of the
+    report stage; ``metrics/<audit>.json`` holds the same numbers for ``dvc metrics``).
+    """
+    path = root / "data" / "bounds" / audit / "metrics.json"
     if not path.is_file():
         return []
     try:
@@ -350,27 +375,34 @@ def _accountants(rows: Iterable[SummaryRow]) -> list[str]:
     return [a for a in ACCOUNTANTS if a in names] + sorted(names - set(ACCOUNTANTS))
 
 
-def _summary_columns(accountants: Sequence[str]) -> list[str]:
-    return [f"ε upper ({a})" for a in accountants] + [
+def _scores(sections: Iterable[ReportSection]) -> dict[str, str]:
+    """The declared headline scores of ``sections``, key → label, in order of first appearance."""
+    scores: dict[str, str] = {}
+    for section_ in sections:
+        for key, label in section_.scores.items():
+            scores.setdefault(key, label)
+    return scores
+
+
+def _summary_columns(accountants: Sequence[str], scores: Mapping[str, str]) -> list[str]:
+    return [
+        *(f"ε upper ({a})" for a in accountants),
         "ε lower (best valid)",
         "estimator",
-        "ρβ",
-        "ρα",
-        "Epsilon*",
+        *scores.values(),
         "utility",
     ]
 
 
-def _summary_cells(row: SummaryRow, accountants: Sequence[str]) -> list[Any]:
+def _summary_cells(row: SummaryRow, accountants: Sequence[str], scores: Mapping[str, str]) -> list[Any]:
     utility = (
         None if row.utility is None else f"{row.utility_name or 'utility'} {format_value(float(row.utility))}"
     )
-    return [row.epsilon_upper.get(a) for a in accountants] + [
+    return [
+        *(row.epsilon_upper.get(a) for a in accountants),
         row.epsilon_lower,
         row.epsilon_lower_estimator,
-        row.rho_beta,
-        row.rho_alpha,
-        row.epsilon_star,
+        *(row.scores.get(key) for key in scores),
         utility,
     ]
 
@@ -416,10 +448,11 @@ def _section_html(loaded: LoadedSection, root: Path) -> str:
     rows = section.rows or [section.headline]
     accountants = _accountants(rows)
     parts.append("<h3>Settings</h3>")
+    scores = _scores([section])
     parts.append(
         html_table(
-            ["setting", *_summary_columns(accountants)],
-            [[r.setting, *_summary_cells(r, accountants)] for r in rows],
+            ["setting", *_summary_columns(accountants, scores)],
+            [[r.setting, *_summary_cells(r, accountants, scores)] for r in rows],
         )
     )
     if section.tables:
@@ -448,13 +481,14 @@ def _section_html(loaded: LoadedSection, root: Path) -> str:
 def _summary_html(sections: Sequence[LoadedSection]) -> str:
     headlines = [s.section.headline for s in sections]
     accountants = _accountants(headlines)
-    columns = ["dataset", "experiment", "setting", *_summary_columns(accountants)]
+    scores = _scores(s.section for s in sections)
+    columns = ["dataset", "experiment", "setting", *_summary_columns(accountants, scores)]
     rows = [
         [
             s.section.dataset,
             s.section.experiment,
             s.section.headline.setting,
-            *_summary_cells(s.section.headline, accountants),
+            *_summary_cells(s.section.headline, accountants, scores),
         ]
         for s in sections
     ]
@@ -462,7 +496,7 @@ def _summary_html(sections: Sequence[LoadedSection]) -> str:
     return html_table(columns, rows, table_id="summary", row_attrs=attrs)
 
 
-def _provenance_html(root: Path) -> str:
+def _provenance_html(root: Path, sections: Sequence[LoadedSection]) -> str:
     parts = ['<section id="provenance"><h2>Provenance</h2>']
     commit = git_commit(root)
     parts.append(
@@ -489,13 +523,13 @@ def _provenance_html(root: Path) -> str:
         parts.append('<p class="muted">No params.yaml found.</p>')
     parts.append("<h3>Package versions</h3>")
     parts.append(html_table(["package", "version"], list(package_versions().items())))
-    timings = stage_timings(root)
+    timings = stage_timings(sections)
     parts.append("<h3>Run time per stage</h3>")
     if timings:
         total = sum(seconds for _, seconds in timings)
         parts.append(html_table(["stage", "seconds"], [*timings, ("total", total)]))
     else:
-        parts.append('<p class="muted">No stage timings recorded (data/timing/*.json).</p>')
+        parts.append('<p class="muted">No stage timings recorded in the sections.</p>')
     parts.append("</section>")
     return "\n".join(parts)
 
@@ -534,10 +568,10 @@ def render_html(root: Path, sections: Sequence[LoadedSection], title: str) -> st
                 )
             )
     else:
-        body.append('<p class="muted">No audit sections found under data/bounds/.</p>')
+        body.append('<p class="muted">No audits to report (params.yaml lists none).</p>')
     body.append("</section>")
     body.extend(_section_html(s, root) for s in sections)
-    body.append(_provenance_html(root))
+    body.append(_provenance_html(root, sections))
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
@@ -547,15 +581,17 @@ def render_html(root: Path, sections: Sequence[LoadedSection], title: str) -> st
     )
 
 
-def build_report(root: Path, out_html: Path, summary_path: Path, title: str) -> None:
-    """Render ``out_html`` (one self-contained page) and ``summary_path`` from the sections under ``root``.
+def build_report(
+    root: Path, out_html: Path, summary_path: Path, title: str, audits: Sequence[str] | None = None
+) -> None:
+    """Render ``out_html`` (one self-contained page) and ``summary_path`` from the sections of ``audits``.
 
-    Reads every ``data/bounds/*/section.json``, the CSVs their figures name, ``metrics/<audit>.json``,
-    ``data/timing/*.json``, ``params.yaml`` and ``data/raw/``; absent optional inputs are noted in
-    the page rather than failing. Both outputs are written atomically.
+    Reads ``data/bounds/<audit>/section.json`` and ``metrics.json`` of each audit (all found when
+    ``audits`` is None), the CSVs their figures name, ``params.yaml`` and ``data/raw/``; absent
+    optional inputs are noted in the page rather than failing. Both outputs are written atomically.
     """
     root = Path(root)
-    sections = find_sections(root)
+    sections = find_sections(root, audits)
     if not sections:
         logger.warning("no report sections under %s", root / "data" / "bounds")
     logger.info("rendering %d section(s): %s", len(sections), ", ".join(s.audit for s in sections))

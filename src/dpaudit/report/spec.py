@@ -63,23 +63,35 @@ class SummaryRow:
     """One line of the report's summary table for an audit setting.
 
     ``epsilon_upper`` maps accountant name to ε; ``epsilon_lower`` is the best *valid* lower
-    bound with the estimator that produced it. Any score that does not apply is ``None``.
+    bound with the estimator that produced it. ``scores`` holds the interpretable scores of this
+    setting under the keys the section declares in :attr:`ReportSection.scores` (e.g. ``rho_beta``,
+    ``rho_alpha`` of Bernau et al., ``epsilon_star`` of Negoescu et al.); a score that does not
+    apply is ``None``. ``utility`` is the model's utility under ``utility_name``.
     """
 
     setting: str
     epsilon_upper: dict[str, float]
     epsilon_lower: float | None
     epsilon_lower_estimator: str | None
-    rho_beta: float | None
-    rho_alpha: float | None
-    epsilon_star: float | None
-    utility_name: str | None
-    utility: float | None
+    scores: dict[str, float | None] = field(default_factory=dict)
+    utility_name: str | None = None
+    utility: float | None = None
+
+    @property
+    def epsilon_star(self) -> float | None:
+        """Negoescu et al.'s Epsilon* of this setting, when the section reports it."""
+        return self.scores.get("epsilon_star")
 
 
 @dataclass(frozen=True)
 class ReportSection:
-    """Everything one audit (dataset × experiment) contributes to the report."""
+    """Everything one audit (dataset × experiment) contributes to the report.
+
+    ``scores`` declares the headline scores of this experiment, score key → column label, in the
+    order the summary shows them; the report's summary row and ``metrics/summary.json`` take exactly
+    these from :attr:`headline`. ``timings`` holds the run time of the audit's stages that its
+    inputs record (the train manifest's ``seconds``).
+    """
 
     dataset: str
     experiment: str
@@ -89,6 +101,8 @@ class ReportSection:
     rows: list[SummaryRow]
     tables: list[TableSpec]
     figures: list[FigureSpec]
+    scores: dict[str, str] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
 
     def save(self, path: str | Path) -> None:
         write_json(path, asdict(self))
@@ -105,4 +119,6 @@ class ReportSection:
             rows=[SummaryRow(**r) for r in raw["rows"]],
             tables=[TableSpec(**t) for t in raw["tables"]],
             figures=[FigureSpec(**f) for f in raw["figures"]],
+            scores=dict(raw.get("scores", {})),
+            timings={str(k): float(v) for k, v in raw.get("timings", {}).items()},
         )

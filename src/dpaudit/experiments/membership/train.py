@@ -1,4 +1,4 @@
-"""Training and prediction for the membership audit: DP-SGD / non-DP trials and XGBoost.
+"""Train stage of the membership audit: DP-SGD / non-DP trials and XGBoost (Erlingsson et al. §4–5).
 
 Neural strategies that share steps and sampling rate are trained in one call of the shared
 trials-at-once trainer (:mod:`dpaudit.training`), with one trial per (strategy, repeat) and a
@@ -9,6 +9,7 @@ no row or column subsampling, so it is deterministic.
 from __future__ import annotations
 
 import logging
+import time
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,8 +17,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dpaudit.experiments.membership_plan import Strategy, XGBoostParams
+from dpaudit.data.prepared import PreparedData
+from dpaudit.experiments.base import Mechanism, TrainManifest
+from dpaudit.experiments.membership.config import MembershipConfig, XGBoostParams
+from dpaudit.experiments.membership.design import SPLITS, Strategy, draw_splits, plan_strategies
+from dpaudit.experiments.modelling import build_model
 from dpaudit.io import atomic_path, write_npz
+from dpaudit.layout import Audit
+from dpaudit.logs import progress
 
 if TYPE_CHECKING:
     from xgboost import XGBClassifier
@@ -30,15 +37,6 @@ log = logging.getLogger(__name__)
 def group_seed(seed: int, group: str) -> int:
     """A stable per-group seed (independent of Python's randomised ``hash``)."""
     return (int(seed) * 1_000_003 + zlib.crc32(group.encode())) % (2**31 - 1)
-
-
-def build_model(
-    dataset: str, input_shape: Sequence[int], num_classes: int, hidden: Sequence[int] | None
-) -> Model:
-    """The shared trainer's model for ``dataset`` (MLP, or CNN for mnist / cifar10)."""
-    from dpaudit.training.models import model_for_dataset
-
-    return model_for_dataset(dataset, tuple(input_shape), num_classes, hidden=hidden)
 
 
 def train_group(
@@ -95,28 +93,6 @@ def load_weights(path: Path) -> tuple[list[np.ndarray], list[str], list[int]]:
         return params, [str(s) for s in f["trial_strategy"]], [int(r) for r in f["trial_repeat"]]
 
 
-def neural_logits(
-    model: Model, params: Sequence[np.ndarray], X: np.ndarray, budget_floats: float = 5e7
-) -> np.ndarray:
-    """Logits ``[T, N, C]`` (float32) of every trial's model on ``X``.
-
-    Rows go through in batches sized so that all trials' activations stay within about
-    ``budget_floats`` floats (CNNs on image data would otherwise need gigabytes at once).
-    """
-    import tensorflow as tf
-
-    tensors = [tf.convert_to_tensor(p, dtype=tf.float32) for p in params]
-    trials = int(tensors[0].shape[0])
-    batch = max(1, int(budget_floats // max(1, trials * model.activation_size())))
-    outs = []
-    for start in range(0, len(X), batch):
-        logits, _ = model.forward(tensors, tf.convert_to_tensor(X[start : start + batch], dtype=tf.float32))
-        outs.append(logits.numpy())
-    if not outs:
-        return np.zeros((trials, 0, model.num_classes), dtype=np.float32)
-    return np.concatenate(outs, axis=1)
-
-
 def _flat(X: np.ndarray) -> np.ndarray:
     return X.reshape(len(X), -1)
 
@@ -166,3 +142,78 @@ def xgboost_logits(path: Path, X: np.ndarray, num_classes: int) -> np.ndarray:
     if margin.ndim != 2 or margin.shape[1] != num_classes:
         raise ValueError(f"{path}: model margins have shape {margin.shape}, expected [N, {num_classes}]")
     return margin
+
+
+def train(config: MembershipConfig, audit: Audit, out_dir: Path) -> TrainManifest:
+    """Train every strategy × repeat; write weights, XGBoost models and splits; return the manifest."""
+    from dpaudit.bounds.epsilon_star import default_delta
+
+    started = time.perf_counter()
+    tp = config.train
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    prepared = PreparedData.load(audit.prepared_path)
+    sizes = config.sizes_for(audit.dataset)
+    candidates = np.concatenate([prepared.train_idx, prepared.pool_idx])
+    splits = draw_splits(candidates, prepared.eval_idx, sizes, tp.repeats, tp.seed, audit.dataset)
+    delta = tp.delta if tp.delta is not None else default_delta(sizes.members)
+    strategies = plan_strategies(config, sizes.members, delta)
+    population = splits.population
+    member_mask = np.stack([np.isin(population, m) for m in splits.members])  # [R, P]
+    X_pop, y_pop = prepared.X[population], prepared.y[population]
+    hidden = config.hidden_for(audit.dataset)
+    model = build_model(prepared.name, prepared.input_shape, prepared.num_classes, hidden)
+    groups: dict[str, list[Strategy]] = {}
+    for s in strategies:
+        if s.kind != "xgboost":
+            groups.setdefault(s.group, []).append(s)
+    for group, members_of_group in progress(groups.items(), desc=f"train {audit.name}", unit="group"):
+        trial_strategies = [s for s in members_of_group for _ in range(tp.repeats)]
+        trial_repeats = [r for _ in members_of_group for r in range(tp.repeats)]
+        group_started = time.perf_counter()
+        params = train_group(
+            model, X_pop, y_pop, member_mask[trial_repeats], trial_strategies, seed=group_seed(tp.seed, group)
+        )
+        log.info("%s: trained %d trials of group %s in %.1fs", audit.name, len(trial_strategies), group,
+                 time.perf_counter() - group_started)  # fmt: skip
+        save_weights(
+            out_dir / f"weights-{group}.npz", params, [s.name for s in trial_strategies], trial_repeats
+        )
+    if tp.xgboost.enabled:
+        for r in range(tp.repeats):
+            rows = splits.members[r]
+            booster = train_xgboost(
+                prepared.X[rows], prepared.y[rows], prepared.num_classes, tp.xgboost, seed=tp.seed + r
+            )
+            save_xgboost(booster, out_dir / f"xgboost-r{r}.ubj")
+    write_npz(
+        out_dir / SPLITS,
+        {"members": splits.members, "nonmembers": splits.nonmembers, "evaluation": splits.evaluation},
+    )
+    mechanisms: dict[str, Mechanism] = {}
+    for s in strategies:
+        if s.kind == "dp":
+            mechanisms[s.name] = Mechanism.dpsgd(
+                float(s.noise_multiplier or 0.0),
+                float(s.sampling_rate or 1.0),
+                int(s.steps or 0),
+                float(s.clip_norm or 0.0),
+            )
+        else:
+            mechanisms[s.name] = Mechanism.non_private(int(s.steps or 0), float(s.sampling_rate or 1.0))
+    return TrainManifest(
+        experiment="membership",
+        dataset=audit.dataset,
+        delta=delta,
+        sizes={"members": sizes.members, "nonmembers": sizes.nonmembers, "repeats": tp.repeats},
+        seeds={"seed": tp.seed},
+        mechanisms=mechanisms,
+        facts={
+            "num_classes": prepared.num_classes,
+            "hidden": list(hidden) if hidden is not None else None,
+            "calibration_accountant": tp.dpsgd.calibration_accountant,
+            "poisson_sampling": True,
+            "strategies": [s.to_dict() for s in strategies],
+        },
+        seconds=round(time.perf_counter() - started, 3),
+    )

@@ -1,19 +1,19 @@
-"""Per-model attack analysis and the aggregation behind the membership audit's outputs.
+"""Attack stage of the membership audit: per-model attack analysis.
 
 For one model's member and non-member losses, :func:`analyse_model` runs Yeom et al.'s
 loss-threshold attack (average training loss as threshold), reads the TPR at a fixed FPR
 (Erlingsson §4), turns the best-threshold advantage into an ε lower bound (Erlingsson Prop. 3) —
 once with the bounds library's valid threshold selection and once as the naive same-data maximum —
 and computes Epsilon* (Negoescu Def. 2) parametrically and empirically with the KS p-value of the
-normal fit (Negoescu App. B, §8.2). :func:`pareto_frontier` marks the privacy–utility frontier of
-Negoescu §4.2.
+normal fit (Negoescu App. B, §8.2).
+References: :data:`dpaudit.references.YEOM`, :data:`dpaudit.references.ERLINGSSON`,
+:data:`dpaudit.references.NEGOESCU`.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -23,6 +23,12 @@ from dpaudit.attacks.membership import (
     membership_scores,
     tpr_at_fpr,
 )
+from dpaudit.experiments.base import TrainManifest
+from dpaudit.experiments.membership.config import MembershipConfig
+from dpaudit.experiments.membership.design import ATTACK_FILE
+from dpaudit.io import write_npz
+from dpaudit.layout import Audit
+from dpaudit.logs import progress
 
 
 @dataclass(frozen=True)
@@ -104,51 +110,41 @@ def analyse_model(
     )
 
 
-def pareto_frontier(privacy_loss: np.ndarray, utility: np.ndarray) -> np.ndarray:
-    """Boolean mask of the convex privacy–utility Pareto frontier (Negoescu §4.2).
-
-    A strategy is on the frontier when no other strategy, nor any convex combination of two
-    others, has at most its privacy loss and at least its utility with one strictly better: the
-    upper-left convex hull of the non-dominated points. Hand-written (a monotone-chain hull over
-    a handful of points); NaN points are never on the frontier.
-    """
-    loss = np.asarray(privacy_loss, dtype=float)
-    util = np.asarray(utility, dtype=float)
-    if loss.shape != util.shape or loss.ndim != 1:
-        raise ValueError(
-            f"privacy_loss and utility must be 1-d of equal length, got {loss.shape}, {util.shape}"
+def attack(config: MembershipConfig, audit: Audit, manifest: TrainManifest, out_dir: Path) -> None:
+    """Per model: Yeom attack, TPR at the fixed FPR, valid and naive ε lower bounds, Epsilon*."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    delta = manifest.delta
+    seed = int(manifest.seeds["seed"])
+    with np.load(audit.losses_path, allow_pickle=False) as f:
+        losses = {k: f[k] for k in f.files}
+    n_models = len(losses["model_strategy"])
+    rows: list[ModelAttack] = []
+    for m in progress(range(n_models), desc=f"attack {audit.name}", unit="model"):
+        rows.append(
+            analyse_model(
+                losses["member_ce"][m],
+                losses["nonmember_ce"][m],
+                losses["member_logit"][m],
+                losses["nonmember_logit"][m],
+                delta,
+                fpr=config.attack.fpr,
+                confidence=config.attack.confidence,
+                selection=config.attack.selection,
+                seed=seed * 100_003 + m,
+            )
         )
-    mask = np.zeros(loss.shape, dtype=bool)
-    finite = np.flatnonzero(np.isfinite(loss) & np.isfinite(util))
-    if finite.size == 0:
-        return mask
-    order = finite[np.lexsort((-util[finite], loss[finite]))]  # by loss ascending, utility descending
-    staircase: list[int] = []  # non-dominated: more utility than every point with less privacy loss
-    for i in order:
-        if not staircase or util[i] > util[staircase[-1]]:
-            staircase.append(int(i))
-    hull: list[int] = []
-    for i in staircase:
-        while len(hull) >= 2:
-            a, b = hull[-2], hull[-1]
-            cross = (loss[b] - loss[a]) * (util[i] - util[a]) - (util[b] - util[a]) * (loss[i] - loss[a])
-            if cross >= 0:  # b lies on or below the segment a→i: dominated by a convex combination
-                hull.pop()
-            else:
-                break
-        hull.append(i)
-    mask[hull] = True
-    return mask
-
-
-def summarise(values: Iterable[float]) -> dict[str, float]:
-    """Mean, min and max of the finite values (an empty dict when there are none)."""
-    arr = np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=float)
-    if arr.size == 0:
-        return {}
-    return {"mean": float(arr.mean()), "min": float(arr.min()), "max": float(arr.max())}
-
-
-def finite_items(mapping: Mapping[str, float]) -> dict[str, float]:
-    """Drop non-finite values (metrics leaves must be numbers; ∞ is said in the report instead)."""
-    return {k: float(v) for k, v in mapping.items() if v is not None and math.isfinite(float(v))}
+    arrays: dict[str, np.ndarray] = {
+        name: np.asarray([getattr(row, name) for row in rows], dtype=np.float64)
+        for name in ModelAttack.__dataclass_fields__
+    }
+    arrays.update(
+        strategy_names=losses["strategy_names"],
+        model_strategy=losses["model_strategy"],
+        model_repeat=losses["model_repeat"],
+        delta=np.asarray(delta),
+        fpr=np.asarray(config.attack.fpr),
+        confidence=np.asarray(config.attack.confidence),
+        selection=np.asarray(config.attack.selection),
+    )
+    write_npz(out_dir / ATTACK_FILE, arrays)

@@ -1,0 +1,178 @@
+"""Bounds stage of the identifiability audit: the numbers of Bernau et al. §5.3 and §6.
+
+Per setting: Adv_DI with its Clopper–Pearson interval, δ′, the three empirical ε′ (from local
+sensitivities, from the largest belief, from Adv by inverting Thm. 2), ρα (Thm. 2) and its RDP
+form (§4.4), a valid ε lower bound from the adversary's scores (threshold chosen on one half of the
+trials and counted on the other, Nasr et al. 2021 Eqs. 4–5, :data:`dpaudit.references.NASR_2021`),
+and every accountant's ε for the mechanism the train manifest recorded. All training facts (k, C,
+δ, z, the seed) come from the manifest.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from dpaudit.attacks import di
+from dpaudit.bounds.accountants import epsilons_for_event, rdp_epsilon_and_order
+from dpaudit.bounds.empirical import epsilon_lower_from_scores
+from dpaudit.bounds.identifiability import rho_alpha_from_epsilon, rho_alpha_from_rdp
+from dpaudit.experiments.base import BoundsResult, TrainManifest, finite_number
+from dpaudit.experiments.identifiability.config import IdentifiabilityConfig
+from dpaudit.experiments.identifiability.design import CANDIDATES_FILE, manifest_settings
+from dpaudit.layout import Audit
+from dpaudit.report.spec import SummaryRow
+
+
+def rho_alpha_rdp_for(noise_multiplier: float, steps: int, delta: float) -> float:
+    """ρα under RDP composition (Bernau §4.4): 2Φ(√(ε_RDP/(2α))) − 1 at the accountant's optimal order α.
+
+    For k full-batch Gaussian steps ε_RDP(α) = α·k/(2z²), so this equals 2Φ(√k/(2z)) − 1, the
+    advantage A_DI,Gau attains with local sensitivity. Thm. 2's ρα (classic calibration) can be
+    smaller than this for RDP-calibrated noise, so the audit reports both.
+    """
+    _, order = rdp_epsilon_and_order(noise_multiplier, 1.0, steps, delta)
+    return rho_alpha_from_rdp(order * steps / (2.0 * noise_multiplier**2), order)
+
+
+def bounds(config: IdentifiabilityConfig, audit: Audit, manifest: TrainManifest) -> BoundsResult:
+    """Metrics per setting, plot tables (beliefs, ε′ vs ε, LS/GS over epochs, candidates), summary rows."""
+    confidence = config.bounds.confidence
+    with np.load(audit.losses_path) as lf:
+        losses = {k: lf[k] for k in lf.files}
+    metrics: dict[str, dict[str, dict[str, float]]] = {}
+    belief_rows: list[pd.DataFrame] = []
+    eps_rows: list[dict[str, Any]] = []
+    step_rows: list[pd.DataFrame] = []
+    summary: list[SummaryRow] = []
+    k = int(manifest.facts["epochs"])
+    clip_norm = float(manifest.facts["clip_norm"])
+    reference = float(manifest.facts["reference_rho_beta"])
+    seed = int(manifest.seeds["seed"])
+    for st in manifest_settings(manifest):
+        mechanism = manifest.mechanisms[st.file]
+        with np.load(audit.train_dir / f"{st.file}.npz") as f:
+            dd, sigma = f["dd"], f["sigma"]
+            eps = float(f["epsilon"])
+        z, delta = float(mechanism.noise_multiplier or 0.0), manifest.delta
+        with np.load(audit.attack_dir / f"{st.file}.npz") as a:
+            world, truth = a["world"], a["final_log_odds_true"]
+            adv = di.advantage_of_guesses(a["di_guess"], world, confidence)
+            mi = di.advantage_of_guesses(a["mi_guess"], world, confidence)
+        upper = {
+            name: finite_number(v) for name, v in epsilons_for_event(mechanism.dp_event(), delta).items()
+        }
+        eps_ls, _ = di.epsilon_from_sensitivities(sigma, dd, delta)
+        eps_belief = di.epsilon_from_beliefs(truth)
+        eps_adv = di.epsilon_prime_from_advantage(adv.advantage, delta)
+        rho_alpha = rho_alpha_from_epsilon(eps, delta)
+        rho_alpha_rdp = rho_alpha_rdp_for(z, k, delta)
+        accuracy = float(np.mean(losses[f"{st.file}__test_accuracy"]))
+        ls = np.sqrt(dd)
+        # A valid lower confidence bound on ε from the adversary's scores (log-odds of D), with the
+        # threshold chosen on one half of the trials and counted on the other (Nasr Eqs. 4–5).
+        # (Inverting Thm. 2 at the lower end of Adv's interval is not valid: with RDP-calibrated
+        # noise A_DI,Gau's advantage exceeds Thm. 2's ρα.)
+        log_odds_d = np.clip(np.where(world == 1, truth, -truth), -1e300, 1e300)
+        lower = epsilon_lower_from_scores(
+            log_odds_d[world == 1], log_odds_d[world == 0], delta, confidence, "split", seed
+        )
+        eps_low = lower.epsilon_lower
+        metrics.setdefault(st.rho_key, {})[st.key] = {
+            "epsilon": finite_number(eps),
+            "delta": finite_number(delta),
+            "noise_multiplier": finite_number(z),
+            "rho_beta": st.rho_beta,
+            "rho_alpha": finite_number(rho_alpha),
+            "rho_alpha_rdp": finite_number(rho_alpha_rdp),
+            "adv_di": adv.advantage,
+            "adv_di_low": adv.low,
+            "adv_di_high": adv.high,
+            "adv_expected_local": di.expected_advantage_local(z, k),
+            "adv_mi": mi.advantage,
+            "delta_prime": di.delta_prime(truth, st.rho_beta),
+            "epsilon_lower_di": finite_number(eps_low),
+            "delta_prime_expected_local": di.expected_delta_prime_local(z, k, eps),
+            "epsilon_prime_ls": finite_number(eps_ls),
+            "epsilon_prime_belief": finite_number(eps_belief),
+            "epsilon_prime_adv": finite_number(eps_adv),
+            "epsilon_rdp": upper["rdp"],
+            "mean_local_sensitivity": float(ls.mean()),
+            "test_accuracy": accuracy,
+            "trials": len(world),
+        }
+        setting = st.key
+        belief_rows.append(
+            pd.DataFrame(
+                {"rho_beta": st.rho_beta, "setting": setting, "belief": di.beliefs_from_log_odds(truth)}
+            )
+        )
+        eps_rows.append(
+            {
+                "epsilon": eps,
+                "rho_beta": st.rho_beta,
+                "setting": setting,
+                "epsilon_prime_ls": eps_ls,
+                "epsilon_prime_belief": eps_belief,
+                "epsilon_prime_adv": eps_adv,
+                "adv_di": adv.advantage,
+                "adv_mi": mi.advantage,
+                "rho_alpha": rho_alpha,
+                "rho_alpha_rdp": rho_alpha_rdp,
+            }
+        )
+        if math.isclose(st.rho_beta, reference):
+            gs = clip_norm * (2.0 if st.neighbours == "bounded" else 1.0)
+            step_rows.append(
+                pd.DataFrame(
+                    {
+                        "epoch": np.arange(1, k + 1),
+                        "setting": setting,
+                        "ls_mean": ls.mean(axis=0),
+                        "ls_p05": np.quantile(ls, 0.05, axis=0),
+                        "ls_p95": np.quantile(ls, 0.95, axis=0),
+                        "gs": gs,
+                    }
+                )
+            )
+        summary.append(
+            SummaryRow(
+                setting=f"ρβ={st.rho_beta:g} {setting}",
+                epsilon_upper=upper,
+                epsilon_lower=finite_number(eps_low),
+                epsilon_lower_estimator=f"DI beliefs, split threshold, {confidence:.0%} CP",
+                scores={"rho_beta": st.rho_beta, "rho_alpha": finite_number(rho_alpha)},
+                utility_name="test accuracy",
+                utility=accuracy,
+            )
+        )
+    plots: dict[str, pd.DataFrame] = {
+        "beliefs.csv": pd.concat(belief_rows),
+        "epsilon.csv": pd.DataFrame(eps_rows).replace([np.inf], 1e308),
+    }
+    if step_rows:
+        plots["sensitivity_steps.csv"] = pd.concat(step_rows)
+    cand_path = audit.train_dir / CANDIDATES_FILE
+    if cand_path.exists():
+        with np.load(cand_path) as c:
+            labels = [
+                f"{nb} {end} {r} (#{i})"
+                for nb, end, r, i in zip(c["neighbours"], c["end"], c["rank"], c["index"], strict=True)
+            ]
+            ls = c["ls"]
+            plots["candidates.csv"] = pd.DataFrame(
+                {
+                    "candidate": np.repeat(labels, ls.shape[1]),
+                    "neighbours": np.repeat(c["neighbours"], ls.shape[1]),
+                    "ls": ls.ravel(),
+                }
+            )
+    return BoundsResult(
+        metrics=metrics,
+        plots=plots,
+        summary=summary,
+        context={"candidates": cand_path.exists(), "steps": bool(step_rows), "confidence": confidence},
+    )

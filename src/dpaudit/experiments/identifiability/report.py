@@ -1,0 +1,183 @@
+"""Report section of the identifiability audit: text, tables and figures (Bernau et al. §6).
+
+Only presentation lives here, so editing it reruns at most the ``bounds`` and ``report`` stages.
+Table 2 of Bernau et al. (:data:`dpaudit.references.BERNAU`) at the reference ρβ, the privacy
+parameters per ρβ, and Figs. 4–9: beliefs, the three ε′ against ε, advantages against ρα, LS_i
+against GS over epochs, and LS_i of the top/bottom dataset-sensitivity candidates.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dpaudit.experiments.base import BoundsResult, TrainManifest
+from dpaudit.experiments.identifiability.config import IdentifiabilityConfig
+from dpaudit.layout import Audit
+from dpaudit.report.spec import FigureSpec, ReportSection, TableSpec
+
+# The three empirical ε′ of Bernau §5.3, by the column suffix they are written under.
+EPSILON_PRIME_SOURCES = {"ls": "local sensitivities", "belief": "the maximum belief", "adv": "Adv_DI"}
+
+#: Headline scores of this experiment: Bernau et al.'s ρβ (Thm. 1) and ρα (Thm. 2).
+SCORES = {"rho_beta": "ρβ", "rho_alpha": "ρα"}
+
+
+def section(
+    config: IdentifiabilityConfig, audit: Audit, manifest: TrainManifest, result: BoundsResult
+) -> ReportSection:
+    """The audit's report section; the headline is ρβ = reference, local sensitivity, bounded."""
+    metrics: dict[str, Any] = result.metrics
+    reference = float(manifest.facts["reference_rho_beta"])
+    confidence = float(result.context["confidence"])
+    settings = manifest.facts["settings"]
+    sensitivities = list(dict.fromkeys(s["sensitivity"] for s in settings))
+    neighbours = list(dict.fromkeys(s["neighbours"] for s in settings))
+    rho_betas = list(dict.fromkeys(s["rho_beta"] for s in settings))
+    ref = f"rho_beta_{reference:g}"
+    ref_metrics = metrics.get(ref) or next(iter(metrics.values()))
+    rows = []
+    for sens in sensitivities:
+        for nb in neighbours:
+            m = ref_metrics[f"{sens}-{nb}"]
+            rows.append(
+                [
+                    sens,
+                    nb,
+                    round(m["adv_di"], 3),
+                    f"[{m['adv_di_low']:.2f}, {m['adv_di_high']:.2f}]",
+                    round(m["adv_expected_local"], 3),
+                    round(m["delta_prime"], 4),
+                    round(m["delta_prime_expected_local"], 4),
+                    f"{m['delta']:.2g}",
+                    round(m["adv_mi"], 3),
+                ]
+            )
+    table2 = TableSpec(
+        id="bernau-table-2",
+        title=f"A_DI,Gau at ρβ = {reference:g} (cf. Bernau et al. Table 2)",
+        columns=[
+            "sensitivity",
+            "neighbours",
+            "Adv_DI",
+            f"{confidence:.0%} CI",
+            "2Φ(√k/2z)−1",
+            "δ′",
+            "δ′ expected (LS)",
+            "δ",
+            "Adv_MI",
+        ],
+        rows=rows,
+        caption=(
+            "Adv_DI from final beliefs; δ′ = share of trials whose belief exceeds ρβ. The expected "
+            "columns are the exact values for local-sensitivity noise (Gaussian privacy loss with "
+            "μ = √k/z); global sensitivity adds more noise when LS_i < Δf and should not exceed them."
+        ),
+    )
+    params_rows = []
+    for rb in rho_betas:
+        m = next(iter(metrics[f"rho_beta_{rb:g}"].values()))
+        params_rows.append(
+            [
+                rb,
+                f"{m['delta']:.2g}",
+                round(m["epsilon"], 3),
+                round(m["rho_alpha"], 3),
+                round(m["noise_multiplier"], 3),
+            ]
+        )
+    params_table = TableSpec(
+        id="bernau-parameters",
+        title="Privacy parameters per target belief bound",
+        columns=["ρβ", "δ", "ε", "ρα", "z (RDP, q=1)"],
+        rows=params_rows,
+    )
+    rel = f"plots/{audit.name}"
+    figures = [
+        FigureSpec(
+            id=f"{audit.name}-beliefs",
+            title="Final posterior beliefs in the true dataset",
+            kind="histogram",
+            data=f"{rel}/beliefs.csv",
+            x="belief",
+            y=[],
+            x_label="β_k",
+            y_label="trials",
+            group="setting",
+            facet="rho_beta",
+        ),
+        *(
+            FigureSpec(
+                id=f"{audit.name}-eps-{name}",
+                title=f"ε′ from {source} vs target ε",
+                kind="line",
+                data=f"{rel}/epsilon.csv",
+                x="epsilon",
+                y=[f"epsilon_prime_{name}"],
+                x_label="target ε",
+                y_label="ε′",
+                group="setting",
+                diagonal=True,
+            )
+            for name, source in EPSILON_PRIME_SOURCES.items()
+        ),
+        FigureSpec(
+            id=f"{audit.name}-adv",
+            title="Adv of A_DI,Gau and of loss-threshold MI vs ρα",
+            kind="line",
+            data=f"{rel}/epsilon.csv",
+            x="epsilon",
+            y=["adv_di", "adv_mi", "rho_alpha", "rho_alpha_rdp"],
+            x_label="target ε",
+            y_label="advantage",
+            facet="setting",
+        ),
+    ]
+    if result.context.get("steps"):
+        figures.append(
+            FigureSpec(
+                id=f"{audit.name}-ls-gs",
+                title=f"Local vs global sensitivity over epochs (ρβ = {reference:g})",
+                kind="line",
+                data=f"{rel}/sensitivity_steps.csv",
+                x="epoch",
+                y=["ls_mean", "ls_p05", "ls_p95", "gs"],
+                x_label="epoch",
+                y_label="sensitivity",
+                facet="setting",
+            )
+        )
+    if result.context.get("candidates"):
+        figures.append(
+            FigureSpec(
+                id=f"{audit.name}-candidates",
+                title="LS_i for the top/bottom dataset-sensitivity candidates (cf. Bernau Fig. 4)",
+                kind="histogram",
+                data=f"{rel}/candidates.csv",
+                x="ls",
+                y=[],
+                x_label="LS_i",
+                y_label="count",
+                group="candidate",
+                facet="neighbours",
+            )
+        )
+    summary = result.summary
+    headline_key = f"ρβ={reference:g} local-bounded"
+    headline = next((r for r in summary if r.setting == headline_key), summary[0])
+    return ReportSection(
+        dataset=audit.dataset,
+        experiment="identifiability",
+        title=f"Identifiability audit — {audit.dataset}",
+        description=(
+            "Full-batch DP-SGD on D or a neighbour D′ chosen by dataset sensitivity; noise from the "
+            "target belief bound ρβ (ε = ln(ρβ/(1−ρβ)), z by RDP). The DI adversary of Bernau et al. "
+            "(Algorithm 1) observes every noisy gradient; Adv_DI should match 2Φ(√k/2z)−1 with local "
+            "sensitivity and fall below it with global sensitivity."
+        ),
+        headline=headline,
+        rows=summary,
+        tables=[table2, params_table],
+        figures=figures,
+        scores=dict(SCORES),
+        timings={"train": manifest.seconds},
+    )

@@ -1,0 +1,206 @@
+"""The ``membership:`` section of params.yaml, split by the stage that reads it.
+
+- ``train``: seed, repeats, δ, the DP-SGD strategies, the non-DP baselines and XGBoost
+  (Erlingsson et al. §4–5, :data:`dpaudit.references.ERLINGSSON`; Negoescu et al. §4,
+  :data:`dpaudit.references.NEGOESCU`).
+- ``datasets.<ds>``: members and non-members per repeat and optional layer widths; only
+  ``train@<ds>-membership`` reads its own entry.
+- ``attack``: the loss-threshold attack's fixed FPR, confidence and threshold selection.
+- ``bounds``: which calibrated strategy is the audit's headline.
+
+Defaults live here, in the dataclasses; ``params.yaml`` repeats them and a test checks that the two
+agree. Step counts are bounded by :data:`MAX_STEPS` so that a tiny sampling rate or a huge epoch
+count is refused before any work rather than running for days.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from dpaudit.config import ParamsError, from_mapping, require, section
+
+Accountant = Literal["rdp", "pld", "naive", "advanced"]
+StrategyKind = Literal["dp", "nondp", "xgboost"]
+
+#: Largest number of DP-SGD steps a strategy may ask for (epochs / sampling_rate). 10^6 steps of
+#: the smallest model already take hours on 2 cores; the accountants' cost also grows with T.
+MAX_STEPS = 1_000_000
+
+
+def steps_for_epochs(sampling_rate: float, epochs: float) -> int:
+    """Steps whose expected batches (q·n records each) add up to ``epochs`` passes over the data."""
+    return max(1, math.ceil(epochs / sampling_rate - 1e-9))
+
+
+def _require_steps(sampling_rate: float, epochs: float, key: str) -> None:
+    steps = epochs / sampling_rate
+    require(
+        steps <= MAX_STEPS,
+        key,
+        {"epochs": epochs, "sampling_rate": sampling_rate},
+        f"epochs / sampling_rate = {steps:.3g} steps; at most {MAX_STEPS} steps are allowed",
+    )
+
+
+@dataclass(frozen=True)
+class DatasetSettings:
+    """Members (training set D) and held-out non-members per repeat; optional layer widths."""
+
+    members: int
+    nonmembers: int
+    hidden: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        require(self.members >= 4, "members", self.members, "need at least 4 members")
+        require(self.nonmembers >= 4, "nonmembers", self.nonmembers, "need at least 4 non-members")
+        require(
+            self.hidden is None or (len(self.hidden) >= 1 and all(h >= 1 for h in self.hidden)),
+            "hidden",
+            None if self.hidden is None else list(self.hidden),
+            "must be null or list at least one layer width, each >= 1",
+        )
+
+
+# Kept under its old name: the sizes of one repeat's split.
+SplitSizes = DatasetSettings
+
+
+@dataclass(frozen=True)
+class DPSGDParams:
+    """Minibatch DP-SGD: each member joins each step's batch with probability q (Poisson sampling)."""
+
+    sampling_rate: float = 0.1
+    epochs: float = 10.0
+    clip_norm: float = 1.0
+    learning_rate: float = 2.0
+    noise_multipliers: tuple[float, ...] = (0.5, 1.0, 2.0, 4.0, 16.0, 64.0)
+    target_epsilons: tuple[float, ...] = (1.0, 3.0, 10.0, 100.0)
+    calibration_accountant: Accountant = "rdp"
+
+    def __post_init__(self) -> None:
+        require(0 < self.sampling_rate <= 1, "sampling_rate", self.sampling_rate, "must lie in (0, 1]")
+        require(self.epochs > 0, "epochs", self.epochs, "must be > 0")
+        _require_steps(self.sampling_rate, self.epochs, "sampling_rate")
+        require(self.clip_norm > 0, "clip_norm", self.clip_norm, "must be > 0")
+        require(self.learning_rate > 0, "learning_rate", self.learning_rate, "must be > 0")
+        require(
+            all(z > 0 for z in self.noise_multipliers),
+            "noise_multipliers",
+            list(self.noise_multipliers),
+            "every noise multiplier must be > 0",
+        )
+        require(
+            all(e > 0 for e in self.target_epsilons),
+            "target_epsilons",
+            list(self.target_epsilons),
+            "every target epsilon must be > 0",
+        )
+
+
+@dataclass(frozen=True)
+class BaselineParams:
+    """Non-DP SGD (no clipping, no noise) for several epoch counts: more epochs, more overfitting."""
+
+    epochs: tuple[float, ...] = (2.0, 10.0, 50.0, 200.0)
+    sampling_rate: float = 0.1
+    learning_rate: float = 1.0
+
+    def __post_init__(self) -> None:
+        require(all(e > 0 for e in self.epochs), "epochs", list(self.epochs), "must be > 0")
+        require(0 < self.sampling_rate <= 1, "sampling_rate", self.sampling_rate, "must lie in (0, 1]")
+        for e in self.epochs:
+            _require_steps(self.sampling_rate, e, "sampling_rate")
+        require(self.learning_rate > 0, "learning_rate", self.learning_rate, "must be > 0")
+
+
+@dataclass(frozen=True)
+class XGBoostParams:
+    """Deterministic gradient-boosted trees (Epsilon* applies to them; DP bounds do not)."""
+
+    enabled: bool = True
+    n_estimators: int = 100
+    max_depth: int = 6
+    learning_rate: float = 0.3
+
+    def __post_init__(self) -> None:
+        require(self.n_estimators >= 1, "n_estimators", self.n_estimators, "must be >= 1")
+        require(self.max_depth >= 1, "max_depth", self.max_depth, "must be >= 1")
+        require(self.learning_rate > 0, "learning_rate", self.learning_rate, "must be > 0")
+
+
+@dataclass(frozen=True)
+class TrainParams:
+    """What shapes the trained models (identical for every dataset)."""
+
+    seed: int = 0
+    repeats: int = 5
+    delta: float | None = None
+    dpsgd: DPSGDParams = field(default_factory=DPSGDParams)
+    baselines: BaselineParams = field(default_factory=BaselineParams)
+    xgboost: XGBoostParams = field(default_factory=XGBoostParams)
+
+    def __post_init__(self) -> None:
+        require(self.repeats >= 1, "repeats", self.repeats, "must be >= 1")
+        require(
+            self.delta is None or 0 < self.delta < 1,
+            "delta",
+            self.delta,
+            "must be null (1/(n ln n)) or lie in (0, 1)",
+        )
+
+
+@dataclass(frozen=True)
+class AttackParams:
+    """Loss-threshold attack settings: the fixed FPR of Erlingsson §4 and the valid threshold selection."""
+
+    fpr: float = 0.05
+    confidence: float = 0.95
+    selection: Literal["split", "bonferroni"] = "split"
+
+    def __post_init__(self) -> None:
+        require(0 < self.fpr < 1, "fpr", self.fpr, "must lie in (0, 1)")
+        require(0 < self.confidence < 1, "confidence", self.confidence, "must lie in (0, 1)")
+
+
+@dataclass(frozen=True)
+class BoundsParams:
+    """The headline of the audit: the calibrated strategy whose target ε is closest to this (log scale)."""
+
+    headline_target_epsilon: float = 10.0
+
+    def __post_init__(self) -> None:
+        require(
+            self.headline_target_epsilon > 0,
+            "headline_target_epsilon",
+            self.headline_target_epsilon,
+            "must be > 0",
+        )
+
+
+@dataclass(frozen=True)
+class MembershipConfig:
+    """The whole ``membership:`` section."""
+
+    datasets: dict[str, DatasetSettings]
+    train: TrainParams = field(default_factory=TrainParams)
+    attack: AttackParams = field(default_factory=AttackParams)
+    bounds: BoundsParams = field(default_factory=BoundsParams)
+
+    def sizes_for(self, dataset: str) -> DatasetSettings:
+        if dataset not in self.datasets:
+            raise ParamsError(
+                f"params: missing key 'membership.datasets.{dataset}' "
+                f"(have: {', '.join(sorted(self.datasets))})"
+            )
+        return self.datasets[dataset]
+
+    def hidden_for(self, dataset: str) -> tuple[int, ...] | None:
+        return self.sizes_for(dataset).hidden
+
+
+def config_from_params(params: Mapping[str, Any]) -> MembershipConfig:
+    """Validate ``params['membership']`` and build the typed config (unknown keys refused by name)."""
+    return from_mapping(MembershipConfig, section(params, "membership"), "membership")

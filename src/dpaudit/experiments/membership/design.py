@@ -1,0 +1,188 @@
+"""Design of the membership audit: strategies and member splits (Erlingsson et al. §4–5, Negoescu et al. §4).
+
+:func:`plan_strategies` turns the validated config into concrete *strategies* for one dataset:
+DP-SGD at fixed noise multipliers (weak → strong privacy), DP-SGD calibrated to target ε values
+(Negoescu §4.1: binary search on the noise multiplier under the accountant), non-DP baselines for
+several epoch counts and a deterministic XGBoost baseline. :func:`draw_splits` draws the member /
+non-member split of every repeat. Everything here is cheap and deterministic, so the stages and
+the tests share it. References: :data:`dpaudit.references.ERLINGSSON`,
+:data:`dpaudit.references.NEGOESCU`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dpaudit.config import ParamsError
+from dpaudit.experiments.base import TrainManifest
+from dpaudit.experiments.membership.config import (
+    MembershipConfig,
+    SplitSizes,
+    StrategyKind,
+    steps_for_epochs,
+)
+
+__all__ = [
+    "ATTACK_FILE",
+    "SPLITS",
+    "Splits",
+    "Strategy",
+    "draw_splits",
+    "load_splits",
+    "manifest_strategies",
+    "plan_strategies",
+    "steps_for_epochs",
+]
+
+#: The train stage's member splits and the attack stage's per-model numbers.
+SPLITS = "splits.npz"
+ATTACK_FILE = "attack.npz"
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """One privacy strategy: how every repeat's model is trained.
+
+    ``group`` names the training call the strategy shares with others (same steps and sampling
+    rate); ``noise_multiplier`` is the one actually used (calibrated ones included).
+    """
+
+    name: str
+    kind: StrategyKind
+    group: str
+    label: str
+    noise_multiplier: float | None = None
+    target_epsilon: float | None = None
+    clip_norm: float | None = None
+    sampling_rate: float | None = None
+    steps: int | None = None
+    epochs: float | None = None
+    learning_rate: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> Strategy:
+        return cls(**raw)
+
+
+def _number_tag(value: float) -> str:
+    """A metrics-key-safe rendering of a number: 0.5 -> '0p5', 10.0 -> '10'."""
+    return f"{value:g}".replace(".", "p").replace("+", "")
+
+
+def plan_strategies(config: MembershipConfig, members: int, delta: float) -> list[Strategy]:
+    """All strategies for a dataset with ``members`` training records, noise calibrated at ``delta``.
+
+    Target-ε strategies get their noise multiplier from
+    :func:`dpaudit.bounds.calibrate_noise_multiplier` under ``dpsgd.calibration_accountant``.
+    """
+    from dpaudit.bounds.accountants import calibrate_noise_multiplier
+
+    dp = config.train.dpsgd
+    q, steps = dp.sampling_rate, steps_for_epochs(dp.sampling_rate, dp.epochs)
+    common = {
+        "kind": "dp",
+        "group": "dp",
+        "clip_norm": dp.clip_norm,
+        "sampling_rate": q,
+        "steps": steps,
+        "epochs": dp.epochs,
+        "learning_rate": dp.learning_rate,
+    }
+    strategies: list[Strategy] = []
+    for z in sorted(set(dp.noise_multipliers)):
+        strategies.append(
+            Strategy(
+                name=f"dp-z{_number_tag(z)}", label=f"DP-SGD z={z:g}", noise_multiplier=float(z), **common
+            )
+        )
+    for eps in sorted(set(dp.target_epsilons)):
+        z = calibrate_noise_multiplier(eps, delta, q, steps, accountant=dp.calibration_accountant)
+        strategies.append(
+            Strategy(
+                name=f"dp-eps{_number_tag(eps)}",
+                label=f"DP-SGD ε={eps:g} ({dp.calibration_accountant})",
+                noise_multiplier=float(z),
+                target_epsilon=float(eps),
+                **common,
+            )
+        )
+    base = config.train.baselines
+    for epochs in sorted(set(base.epochs)):
+        q_b, steps_b = base.sampling_rate, steps_for_epochs(base.sampling_rate, epochs)
+        strategies.append(
+            Strategy(
+                name=f"nondp-{_number_tag(epochs)}ep",
+                kind="nondp",
+                group=f"nondp-{_number_tag(epochs)}ep",
+                label=f"non-DP {epochs:g} epochs",
+                sampling_rate=q_b,
+                steps=steps_b,
+                epochs=float(epochs),
+                learning_rate=base.learning_rate,
+            )
+        )
+    if config.train.xgboost.enabled:
+        strategies.append(Strategy(name="xgboost", kind="xgboost", group="xgboost", label="XGBoost"))
+    return strategies
+
+
+@dataclass(frozen=True)
+class Splits:
+    """Global row indices of every repeat's members and non-members, and of the utility set."""
+
+    members: np.ndarray  # [R, n_members]
+    nonmembers: np.ndarray  # [R, n_nonmembers]
+    evaluation: np.ndarray  # [n_eval]
+
+    @property
+    def population(self) -> np.ndarray:
+        """All rows that are a member or non-member in some repeat (sorted)."""
+        return np.unique(np.concatenate([self.members.ravel(), self.nonmembers.ravel()]))
+
+
+def draw_splits(
+    candidates: np.ndarray, evaluation: np.ndarray, sizes: SplitSizes, repeats: int, seed: int, dataset: str
+) -> Splits:
+    """Draw a fixed population of members + non-members once, then split it anew for every repeat.
+
+    Members and non-members come from the same candidate rows (the prepared D ∪ pool), so they
+    share a distribution, as Erlingsson §5.4 requires for a meaningful attack advantage. Reusing
+    one population keeps all repeats' trials trainable in one call; a fresh random split per
+    repeat gives each repeat its own member set.
+    """
+    need = sizes.members + sizes.nonmembers
+    if need > len(candidates):
+        raise ParamsError(
+            f"params: 'membership.datasets.{dataset}' asks for {sizes.members} members + {sizes.nonmembers} "
+            f"non-members but the prepared data has only {len(candidates)} candidate rows (train + pool)"
+        )
+    rng = np.random.default_rng([seed, 7001])
+    population = rng.choice(np.sort(candidates), size=need, replace=False)
+    members, nonmembers = [], []
+    for _ in range(repeats):
+        order = rng.permutation(need)
+        members.append(np.sort(population[order[: sizes.members]]))
+        nonmembers.append(np.sort(population[order[sizes.members :]]))
+    return Splits(
+        members=np.stack(members).astype(np.int64),
+        nonmembers=np.stack(nonmembers).astype(np.int64),
+        evaluation=np.asarray(evaluation, dtype=np.int64),
+    )
+
+
+def load_splits(path: Path) -> Splits:
+    """The member / non-member / evaluation rows the train stage drew."""
+    with np.load(path, allow_pickle=False) as f:
+        return Splits(members=f["members"], nonmembers=f["nonmembers"], evaluation=f["evaluation"])
+
+
+def manifest_strategies(manifest: TrainManifest) -> list[Strategy]:
+    """The strategies the train stage trained, in its order (from the manifest, not from params)."""
+    return [Strategy.from_dict(s) for s in manifest.facts["strategies"]]

@@ -1,0 +1,110 @@
+"""Losses stage of the membership audit: per model, losses on members and non-members, and utility.
+
+Cross-entropy (Yeom et al.'s loss, :data:`dpaudit.references.YEOM`) and Negoescu et al.'s logit
+loss (footnote 1, :data:`dpaudit.references.NEGOESCU`), both from the logits by
+:func:`dpaudit.attacks.membership.losses_from_logits`; utility (accuracy, AUROC for binary tasks)
+on the evaluation split. The strategies, repeats and widths come from the train manifest.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dpaudit.attacks.membership import losses_from_logits
+from dpaudit.data.prepared import PreparedData
+from dpaudit.experiments.base import TrainManifest
+from dpaudit.experiments.membership.config import MembershipConfig
+from dpaudit.experiments.membership.design import SPLITS, load_splits, manifest_strategies
+from dpaudit.experiments.membership.train import load_weights, xgboost_logits
+from dpaudit.experiments.modelling import build_model, neural_logits
+from dpaudit.io import write_npz
+from dpaudit.layout import Audit
+from dpaudit.logs import progress
+
+
+def _utility(probs: np.ndarray, labels: np.ndarray) -> tuple[float, float]:
+    """Accuracy and (binary tasks only, else NaN) AUROC of predicted probabilities."""
+    from sklearn.metrics import roc_auc_score
+
+    accuracy = float(np.mean(np.argmax(probs, axis=-1) == labels))
+    if probs.shape[-1] != 2 or len(np.unique(labels)) < 2:
+        return accuracy, float("nan")
+    return accuracy, float(roc_auc_score(labels, probs[:, 1]))
+
+
+def losses(config: MembershipConfig, audit: Audit, manifest: TrainManifest, out_path: Path) -> None:
+    """Per model: CE and logit losses on its members and non-members, utility on the eval split."""
+    from scipy.special import softmax
+
+    prepared = PreparedData.load(audit.prepared_path)
+    splits = load_splits(audit.train_dir / SPLITS)
+    strategies = manifest_strategies(manifest)
+    repeats = int(manifest.sizes["repeats"])
+    population = splits.population
+    rows = np.concatenate([population, splits.evaluation])
+    X_rows, y_rows = prepared.X[rows], prepared.y[rows]
+    member_pos = np.searchsorted(population, splits.members)  # population is sorted and unique
+    nonmember_pos = np.searchsorted(population, splits.nonmembers)
+    eval_slice = slice(len(population), len(rows))
+    y_eval = y_rows[eval_slice]
+
+    logits_of: dict[tuple[str, int], np.ndarray] = {}
+    groups = sorted({s.group for s in strategies if s.kind != "xgboost"})
+    if groups:
+        model = build_model(
+            prepared.name, prepared.input_shape, prepared.num_classes, manifest.facts["hidden"]
+        )
+        for group in progress(groups, desc=f"losses {audit.name}", unit="group"):
+            params, trial_strategy, trial_repeat = load_weights(audit.train_dir / f"weights-{group}.npz")
+            logits = neural_logits(model, params, X_rows)
+            for t, (name, r) in enumerate(zip(trial_strategy, trial_repeat, strict=True)):
+                logits_of[(name, r)] = logits[t]
+    if any(s.kind == "xgboost" for s in strategies):
+        for r in range(repeats):
+            logits_of[("xgboost", r)] = xgboost_logits(
+                audit.train_dir / f"xgboost-r{r}.ubj", X_rows, prepared.num_classes
+            )
+
+    fields: dict[str, list[Any]] = {
+        k: []
+        for k in (
+            "member_ce",
+            "nonmember_ce",
+            "member_logit",
+            "nonmember_logit",
+            "accuracy",
+            "auroc",
+            "train_accuracy",
+        )
+    }
+    model_strategy, model_repeat = [], []
+    for si, s in enumerate(strategies):
+        for r in range(repeats):
+            logits = np.asarray(logits_of[(s.name, r)], dtype=np.float64)
+            ce, logit = losses_from_logits(logits, y_rows)
+            probs = softmax(logits, axis=-1)
+            fields["member_ce"].append(ce[member_pos[r]])
+            fields["nonmember_ce"].append(ce[nonmember_pos[r]])
+            fields["member_logit"].append(logit[member_pos[r]])
+            fields["nonmember_logit"].append(logit[nonmember_pos[r]])
+            accuracy, auroc = _utility(probs[eval_slice], y_eval)
+            fields["accuracy"].append(accuracy)
+            fields["auroc"].append(auroc)
+            fields["train_accuracy"].append(_utility(probs[member_pos[r]], y_rows[member_pos[r]])[0])
+            model_strategy.append(si)
+            model_repeat.append(r)
+    arrays: dict[str, np.ndarray] = {
+        k: np.asarray(v, dtype=np.float32 if k.endswith(("_ce", "_logit")) else np.float64)
+        for k, v in fields.items()
+    }
+    arrays.update(
+        strategy_names=np.asarray([s.name for s in strategies], dtype=str),
+        model_strategy=np.asarray(model_strategy, dtype=np.int64),
+        model_repeat=np.asarray(model_repeat, dtype=np.int64),
+        members=splits.members,
+        nonmembers=splits.nonmembers,
+    )
+    write_npz(out_path, arrays)

@@ -1,0 +1,98 @@
+"""Where the pipeline keeps its files: one module for every path and file name the stages share.
+
+The stage runner (:mod:`dpaudit.pipeline`), the experiments and the report renderer all import
+their locations from here, so a path is spelled once. :class:`Audit` names one audit's artefacts;
+its key is always ``<dataset>-<experiment>`` (checked by :func:`dpaudit.pipeline.check_params`),
+so every path below is a plain file name under the repository root and can never escape it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from dpaudit.data.registry import MANIFEST_NAME as DOWNLOAD_MANIFEST_NAME
+
+__all__ = [
+    "CHECK_PATH",
+    "DOWNLOAD_MANIFEST_NAME",
+    "TIMING_DIR",
+    "TRAIN_MANIFEST_NAME",
+    "Audit",
+    "audit_key",
+]
+
+#: Per-stage wall-clock log written by :func:`dpaudit.pipeline.run_stage`. No stage reads it (it
+#: is not a DAG input): run time is a fact of the run, not of the results. The report shows the
+#: training time each train stage records in its manifest instead.
+TIMING_DIR = Path("data") / "timing"
+
+#: The train stage's record of what it did (steps, q, z, C, δ, sizes, seeds, DpEvents).
+TRAIN_MANIFEST_NAME = "manifest.json"
+
+#: Output of the ``check`` stage: constant content, so a params change that passes the check
+#: leaves its hash, and therefore every other stage, untouched.
+CHECK_PATH = Path("data") / "check" / "params.ok"
+
+
+def audit_key(dataset: str, experiment: str) -> str:
+    """The only valid key of an audit in ``params.yaml``: ``<dataset>-<experiment>``."""
+    return f"{dataset}-{experiment}"
+
+
+@dataclass(frozen=True)
+class Audit:
+    """One dataset × experiment pair and the paths of its pipeline artefacts."""
+
+    dataset: str
+    experiment: str
+    root: Path = Path(".")
+
+    @property
+    def name(self) -> str:
+        return audit_key(self.dataset, self.experiment)
+
+    @property
+    def prepared_path(self) -> Path:
+        return self.root / "data" / "prepared" / f"{self.dataset}.npz"
+
+    @property
+    def sensitivity_path(self) -> Path:
+        return self.root / "data" / "sensitivity" / f"{self.dataset}.json"
+
+    @property
+    def train_dir(self) -> Path:
+        return self.root / "data" / "train" / self.dataset / self.experiment
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.train_dir / TRAIN_MANIFEST_NAME
+
+    @property
+    def losses_path(self) -> Path:
+        return self.root / "data" / "losses" / self.dataset / f"{self.experiment}.npz"
+
+    @property
+    def attack_dir(self) -> Path:
+        return self.root / "data" / "attacks" / self.dataset / self.experiment
+
+    @property
+    def metrics_path(self) -> Path:
+        return self.root / "metrics" / f"{self.name}.json"
+
+    @property
+    def plots_dir(self) -> Path:
+        return self.root / "plots" / self.name
+
+    @property
+    def bounds_dir(self) -> Path:
+        return self.root / "data" / "bounds" / self.name
+
+    @property
+    def section_path(self) -> Path:
+        return self.bounds_dir / "section.json"
+
+    @property
+    def bounds_metrics_path(self) -> Path:
+        """A copy of ``metrics/<audit>.json`` inside the bounds stage's cached output, for the report."""
+        return self.bounds_dir / "metrics.json"
