@@ -50,6 +50,7 @@ from dpaudit.bounds.empirical import (
     _check_delta,
     clopper_pearson_upper,
     epsilon_lower_from_scores,
+    limit_level,
     select_threshold,
 )
 from dpaudit.bounds.tradeoff import SubsampledGaussian, gdp_epsilon, gdp_mu_lower
@@ -77,6 +78,13 @@ ASSUMPTIONS = {
     "one_run": "assumes canaries included independently with probability 1/2 in one training run",
 }
 ESTIMATORS = tuple(ASSUMPTIONS)
+# Share of trials the GDP estimators spend on choosing the threshold (the rest are counted). μ_LB is
+# flat over the middle thresholds of two Gaussians, so a small share finds a good one and leaves
+# most trials for the Clopper–Pearson limits. Tuned on the identifiability setting (ρβ = 0.99,
+# 1000 trials per world; mean ratio to ε_PLD over 40 seeds): midpoint rule 0.82 at 2–10 %;
+# maximising μ_LB on the held-out share 0.80 at 5 %, 0.79 at 20 %, 0.76 at 30 %.
+GDP_SPLIT_FRACTION = 0.05
+GDP_SELECTIONS = ("midpoint", "split", "bonferroni")
 CAP = 1e308  # ±inf are written as ±1e308 so that every metrics leaf stays a finite number
 
 
@@ -174,16 +182,21 @@ def gdp_lower_bound(
     *,
     delta: float,
     confidence: float = 0.95,
-    selection: str = "split",
+    selection: str = "midpoint",
     seed: int = 0,
     max_thresholds: int = 200,
     mechanism: SubsampledGaussian | None = None,
+    split_fraction: float = GDP_SPLIT_FRACTION,
 ) -> LowerBound:
     """GDP-based ε lower bound (Nasr et al. 2023), or its subsampled-Gaussian variant.
 
-    The threshold maximising μ_LB is chosen on a random half (``selection="split"``) or over all
-    trials with Bonferroni-corrected limits (``"bonferroni"``); the counts at it give Clopper–Pearson
-    upper limits (α_U, β_U), each at 1 − (1 − confidence)/2 (split) or 1 − (1 − confidence)/(2K).
+    The threshold is chosen on a random share ``split_fraction`` of each class, and the remaining
+    trials are counted: ``selection="midpoint"`` (default) takes the midpoint of the two shares'
+    medians (where α = β for a Gaussian shift, the threshold least hurt by the limits);
+    ``"split"`` takes the threshold maximising μ_LB on the share. ``"bonferroni"`` instead counts all
+    trials at every candidate threshold with Bonferroni-corrected limits. The counts give
+    Clopper–Pearson upper limits (α_U, β_U), each at 1 − (1 − confidence)/2 (midpoint, split) or
+    1 − (1 − confidence)/(2K) (Bonferroni over K thresholds).
     Without ``mechanism``: μ_LB = Φ⁻¹(1 − α_U) − Φ⁻¹(β_U) and ε(δ) of μ_LB-GDP. With ``mechanism``:
     z_UB = :meth:`SubsampledGaussian.noise_upper` and ε(δ) of (q, T, z_UB) from the PLD.
     """
@@ -191,21 +204,26 @@ def gdp_lower_bound(
     neg = _as_scores(out_scores, "out_scores")
     delta = _check_delta(delta)
     confidence = _check_confidence(confidence)
-    if selection not in ("split", "bonferroni"):
-        raise ValueError(f"selection must be 'split' or 'bonferroni', got {selection!r}")
+    if selection not in GDP_SELECTIONS:
+        raise ValueError(f"selection must be one of {GDP_SELECTIONS}, got {selection!r}")
 
     def objective(fp: np.ndarray, fn: np.ndarray, n_neg: int, n_pos: int, level: float) -> np.ndarray:
         return gdp_mu_lower(clopper_pearson_upper(fp, n_neg, level), clopper_pearson_upper(fn, n_pos, level))
 
-    threshold, fp, fn, n_neg, n_pos, level, k = select_threshold(
-        pos,
-        neg,
-        objective,
-        selection,
-        confidence,
-        seed,
-        max_thresholds,  # type: ignore[arg-type]
-    )
+    if selection == "midpoint":
+        threshold, fp, fn, n_neg, n_pos, level = _midpoint_counts(pos, neg, confidence, seed, split_fraction)
+        k = 1
+    else:
+        threshold, fp, fn, n_neg, n_pos, level, k = select_threshold(
+            pos,
+            neg,
+            objective,
+            selection,  # type: ignore[arg-type]
+            confidence,
+            seed,
+            max_thresholds,
+            split_fraction=split_fraction,
+        )
     fpr_u = float(clopper_pearson_upper(fp, n_neg, level))
     fnr_u = float(clopper_pearson_upper(fn, n_pos, level))
     mu = float(gdp_mu_lower(fpr_u, fnr_u))
@@ -228,6 +246,26 @@ def gdp_lower_bound(
         confidence,
         {"noise_multiplier_upper": z_upper, **details},
     )
+
+
+def _midpoint_counts(
+    pos: np.ndarray, neg: np.ndarray, confidence: float, seed: int, split_fraction: float
+) -> tuple[float, int, int, int, int, float]:
+    """Threshold = midpoint of the medians of a random share of each class; counts on the rest."""
+    if pos.size < 2 or neg.size < 2:
+        raise ValueError("threshold selection needs at least 2 in and 2 out scores")
+    if not 0.0 < split_fraction < 1.0:
+        raise ValueError(f"split_fraction must lie in (0, 1), got {split_fraction!r}")
+    rng = np.random.default_rng(seed)
+    pos, neg = rng.permutation(pos), rng.permutation(neg)
+    cut_pos = min(max(int(round(pos.size * split_fraction)), 1), pos.size - 1)
+    cut_neg = min(max(int(round(neg.size * split_fraction)), 1), neg.size - 1)
+    a, b = float(np.median(pos[:cut_pos])), float(np.median(neg[:cut_neg]))
+    threshold = a / 2.0 + b / 2.0  # halves first: no overflow near ±1e308
+    pos_eval, neg_eval = pos[cut_pos:], neg[cut_neg:]
+    fp = int(np.sum(neg_eval >= threshold))
+    fn = int(np.sum(pos_eval < threshold))
+    return threshold, fp, fn, neg_eval.size, pos_eval.size, limit_level(confidence)
 
 
 # ------------------------------------------------------------------------------------------ one run
@@ -403,7 +441,7 @@ def audit_scores(
     mechanism: SubsampledGaussian | None = None,
     fpr_levels: Sequence[float] = (0.001, 0.01, 0.05),
     seed: int = 0,
-    gdp_selection: str = "split",
+    gdp_selection: str = "midpoint",
     one_run: bool = False,
     one_run_fractions: Sequence[float] = (0.01, 0.05, 0.2, 1.0),
     max_thresholds: int = 200,

@@ -311,6 +311,7 @@ def select_threshold(
     seed: int = 0,
     max_thresholds: int = 200,
     limits: int = 2,
+    split_fraction: float = 0.5,
 ) -> tuple[float, int, int, int, int, float, int]:
     """Choose a score threshold validly and count errors at it: the machinery shared by the sweeps.
 
@@ -318,17 +319,22 @@ def select_threshold(
     them), given the one-sided level of each limit that the method uses. Returns (threshold, fp,
     fn, n_neg, n_pos, limit_level, K): the counts to turn into the final bound, the one-sided
     level of each of the ``limits`` limits, and the number K of candidate thresholds.
-    ``"split"``: choose on a random half (``seed``), count on the other half at level
+    ``"split"``: choose on a random share ``split_fraction`` of each class (``seed``; default a
+    half), count on the rest at level
     1 − (1−c)/limits. ``"bonferroni"``: all trials, level 1 − (1−c)/(limits·K). ``"naive"``: all
     trials at 1 − (1−c)/limits — not valid.
     """
     if method == "split":
         if pos.size < 2 or neg.size < 2:
             raise ValueError("method 'split' needs at least 2 positive and 2 negative scores")
+        if not 0.0 < split_fraction < 1.0:
+            raise ValueError(f"split_fraction must lie in (0, 1), got {split_fraction!r}")
         rng = np.random.default_rng(seed)
         pos, neg = rng.permutation(pos), rng.permutation(neg)
-        pos_sel, pos_eval = np.sort(pos[: pos.size // 2]), np.sort(pos[pos.size // 2 :])
-        neg_sel, neg_eval = np.sort(neg[: neg.size // 2]), np.sort(neg[neg.size // 2 :])
+        cut_pos = min(max(int(round(pos.size * split_fraction)), 1), pos.size - 1)
+        cut_neg = min(max(int(round(neg.size * split_fraction)), 1), neg.size - 1)
+        pos_sel, pos_eval = np.sort(pos[:cut_pos]), np.sort(pos[cut_pos:])
+        neg_sel, neg_eval = np.sort(neg[:cut_neg]), np.sort(neg[cut_neg:])
         thresholds = _candidate_thresholds(pos_sel, neg_sel, max_thresholds)
         level = limit_level(confidence, limits)
         fp, fn = _counts(pos_sel, neg_sel, thresholds)
