@@ -204,4 +204,6 @@ class SubsampledGaussian:
             return 0.0
         if delta <= 0:
             return math.inf
+        if self.sampling_rate >= 1.0:  # exactly μ-GDP with μ = √T/z
+            return gdp_epsilon(math.sqrt(self.steps) / noise_multiplier, delta)
         return epsilon_pld(noise_multiplier, self.sampling_rate, int(self.steps), delta, pessimistic=False)
