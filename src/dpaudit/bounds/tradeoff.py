@@ -119,6 +119,7 @@ class SubsampledGaussian:
     sampling_rate: float
     steps: int
     discretization: float = field(default=TRADEOFF_DISCRETIZATION)
+    rtol: float = 0.01  # relative spacing of the noise-multiplier grid searched by noise_upper
 
     def __post_init__(self) -> None:
         if not 0.0 < float(self.sampling_rate) <= 1.0:
@@ -152,10 +153,11 @@ class SubsampledGaussian:
         return bool(fnr_upper < float(self.tradeoff(fpr_upper, noise_multiplier)))
 
     def noise_upper(
-        self, fpr_upper: float, fnr_upper: float, z_min: float = 0.3, z_max: float = 1e4, rtol: float = 0.01
+        self, fpr_upper: float, fnr_upper: float, z_min: float = 0.3, z_max: float = 1e4
     ) -> float:
         """z_UB: the smallest noise multiplier on a geometric grid (spacing ``rtol``) that (α_U, β_U)
-        rules out; the mechanism's true z is at most z_UB (curves rise with z).
+        rules out; the mechanism's true z is at most z_UB (curves rise with z). A coarser grid only
+        rounds z_UB up (ε down): still valid, and repeated audits share more cached curves.
 
         ∞ when even ``z_max`` is not ruled out; ``z_min`` when every z on the grid is (reporting
         ε(z_min) then stays a valid, if loose, bound: PLDs below z_min are slow and rarely needed).
@@ -168,7 +170,7 @@ class SubsampledGaussian:
         mu = float(gdp_mu_lower(fpr_upper, fnr_upper))
         if self.sampling_rate >= 1.0:
             return math.sqrt(self.steps) / mu if mu > 0 else math.inf
-        step = math.log1p(rtol)
+        step = math.log1p(self.rtol)
         k_min, k_max = math.floor(math.log(z_min) / step), math.ceil(math.log(z_max) / step)
         ratio = mu / (self.sampling_rate * math.sqrt(self.steps))
         z0 = 1.0 / math.sqrt(math.log1p(ratio * ratio)) if ratio > 0 else z_max
@@ -198,12 +200,19 @@ class SubsampledGaussian:
 
     def epsilon(self, noise_multiplier: float, delta: float) -> float:
         """ε(δ) of the mechanism at noise z from an optimistic PLD (so that a lower bound stays one)."""
-        from dpaudit.bounds.accountants import epsilon_pld
-
         if not math.isfinite(noise_multiplier):
             return 0.0
         if delta <= 0:
             return math.inf
         if self.sampling_rate >= 1.0:  # exactly μ-GDP with μ = √T/z
             return gdp_epsilon(math.sqrt(self.steps) / noise_multiplier, delta)
-        return epsilon_pld(noise_multiplier, self.sampling_rate, int(self.steps), delta, pessimistic=False)
+        return _optimistic_epsilon(
+            float(noise_multiplier), float(self.sampling_rate), int(self.steps), float(delta)
+        )
+
+
+@lru_cache(maxsize=1024)
+def _optimistic_epsilon(noise_multiplier: float, sampling_rate: float, steps: int, delta: float) -> float:
+    from dpaudit.bounds.accountants import epsilon_pld
+
+    return epsilon_pld(noise_multiplier, sampling_rate, steps, delta, pessimistic=False)
