@@ -78,6 +78,7 @@ ASSUMPTIONS = {
     "one_run": "assumes canaries included independently with probability 1/2 in one training run",
 }
 ESTIMATORS = tuple(ASSUMPTIONS)
+JOINT_DETAILS = ("mu_lower", "noise_multiplier_upper")
 # Share of trials the GDP estimators spend on choosing the threshold (the rest are counted). μ_LB is
 # flat over the middle thresholds of two Gaussians, so a small share finds a good one and leaves
 # most trials for the Clopper–Pearson limits. Tuned on the identifiability setting (ρβ = 0.99,
@@ -149,7 +150,9 @@ class ScoresAudit:
             key = f"epsilon_lower_{name}_joint{c}" if b.valid else f"epsilon_estimate_{name}"
             out[key] = finite(b.epsilon)
             for detail, value in b.details.items():
-                out[f"{name}_{detail}"] = finite(value)
+                # μ_LB and z_UB hold at the bound's joint level; the rate limits at ``limit_level``.
+                joint = f"_joint{c}" if detail in JOINT_DETAILS and b.valid else ""
+                out[f"{name}_{detail}{joint}"] = finite(value)
         best = self.best_valid()
         out[f"epsilon_lower_best_valid_joint{_pct(best.confidence)}"] = finite(best.epsilon)
         for level, (tpr, low, high, fpr) in self.tpr_at_fpr.items():

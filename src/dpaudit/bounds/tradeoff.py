@@ -79,7 +79,7 @@ def gdp_epsilon(mu: float, delta: float) -> float:
     return gaussian_epsilon(mu, delta)
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=64)  # a curve can hold 10^5–10^6 points at small z: keep the cache bounded
 def _pld_curves(
     noise_multiplier: float, sampling_rate: float, steps: int, discretization: float
 ) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
