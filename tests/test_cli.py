@@ -121,9 +121,9 @@ def test_eps_lower(capsys):
         "1000",
         "--delta",
         "1e-5",
-        "--two-sided",
     )
     assert round(result["epsilon_lower"], 2) == 5.60
+    assert result["confidence"] == 0.95 and result["limit_level"] == pytest.approx(0.975)
     assert result["epsilon_point"] is None  # infinite point estimate → JSON null
     assert {"fpr_upper", "fnr_upper"} <= set(result)
 
@@ -205,7 +205,7 @@ def test_epsilon_star(capsys, loss_files):
             "--fp",
         ),
         (
-            ["eps-lower", "--fp", "1", "--fn", "0", "--negatives", "10", "--positives", "10", "--delta", "0"],
+            ["eps-lower", "--fp", "1", "--fn", "0", "--negatives", "10", "--positives", "10", "--delta", "1"],
             "--delta",
         ),
         (
@@ -283,7 +283,14 @@ def test_bad_loss_files(capsys, tmp_path, loss_files):
 
 
 def test_commands_are_registered_in_one_place():
-    assert list(cli.COMMANDS) == ["accountant", "calibrate", "identifiability", "eps-lower", "epsilon-star"]
+    assert list(cli.COMMANDS) == [
+        "accountant",
+        "calibrate",
+        "identifiability",
+        "eps-lower",
+        "epsilon-star",
+        "scores",
+    ]
     with pytest.raises(ValueError, match="already registered"):
         cli.register(cli.COMMANDS["accountant"])
 
@@ -297,8 +304,22 @@ def test_import_is_light():
 @pytest.mark.parametrize(
     ("argv", "argument"),
     [
-        (["accountant", "--noise-multiplier", "1e-300", "--sampling-rate", "1", "--steps", "100",
-          "--delta", "1e-5", "--accountant", "naive"], "--noise-multiplier"),
+        (
+            [
+                "accountant",
+                "--noise-multiplier",
+                "1e-300",
+                "--sampling-rate",
+                "1",
+                "--steps",
+                "100",
+                "--delta",
+                "1e-5",
+                "--accountant",
+                "naive",
+            ],
+            "--noise-multiplier",
+        ),
         (["identifiability", "--rho-alpha", "0.9999999999999999", "--delta", "0.001"], "--rho-alpha"),
     ],
 )
@@ -308,3 +329,148 @@ def test_extreme_values_exit_2_naming_the_argument(argv, argument, capsys):
         cli.main(argv)
     assert excinfo.value.code == 2
     assert argument in capsys.readouterr().err
+
+
+def test_acceptance_nasr_5_60_pure_dp_through_the_console_script():
+    """Nasr et al.: 1000 trials per world, all correct, δ = 0, two-sided 95 % (joint 95 %) → 5.60."""
+    script = Path(sys.executable).with_name("dpaudit")
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "dpaudit.cli"]
+    argv = ["eps-lower", "--fp", "0", "--fn", "0", "--negatives", "1000", "--positives", "1000"]
+    proc = subprocess.run(
+        [*command, *argv, "--delta", "0", "--json"], capture_output=True, text=True, check=True
+    )
+    result = json.loads(proc.stdout)
+    assert f"{result['epsilon_lower']:.2f}" == "5.60"
+    assert result["delta"] == 0.0 and result["confidence"] == 0.95
+
+
+@pytest.fixture()
+def score_files(tmp_path):
+    rng = np.random.default_rng(0)
+    in_scores, out_scores = rng.normal(1.2, 1.0, 1000), rng.normal(0.0, 1.0, 1000)
+    np.save(tmp_path / "in.npy", in_scores)
+    np.save(tmp_path / "out.npy", out_scores)
+    pd.DataFrame({"score": out_scores, "other": 0.0}).to_csv(tmp_path / "out.csv", index=False)
+    pd.DataFrame({"s": in_scores}).to_parquet(tmp_path / "in.parquet")
+    return tmp_path, in_scores, out_scores
+
+
+def test_scores(capsys, score_files):
+    from dpaudit.bounds.auditor import audit_scores
+
+    path, in_scores, out_scores = score_files
+    result = run_json(
+        capsys, "scores", "--in", str(path / "in.parquet"), "--out", str(path / "out.csv"), "--delta", "1e-3"
+    )
+    expected = audit_scores(in_scores, out_scores, delta=1e-3)
+    for name, bound in expected.lower_bounds.items():
+        assert result["lower_bounds"][name]["epsilon"] == pytest.approx(bound.epsilon)
+        assert result["lower_bounds"][name]["valid"] is bound.valid
+    assert result["lower_bounds"]["sweep_naive"]["valid"] is False
+    assert result["metrics"]["epsilon_lower_gdp_joint95"] == pytest.approx(
+        expected.lower_bounds["gdp"].epsilon
+    )
+    assert all(isinstance(v, float) and math.isfinite(v) for v in result["metrics"].values())
+    assert "gdp assumes" in result["applicable_bounds"]
+    sub = run_json(
+        capsys,
+        "scores",
+        "--in",
+        str(path / "in.npy"),
+        "--out",
+        str(path / "out.npy"),
+        "--delta",
+        "1e-3",
+        "--confidence",
+        "0.9",
+        "--mechanism",
+        "subsampled",
+        "--q",
+        "1",
+        "--steps",
+        "4",
+    )
+    # q = 1: the family is the Gaussian mechanism, so its bound equals the GDP bound.
+    assert sub["lower_bounds"]["subsampled_gaussian"]["epsilon"] == pytest.approx(
+        sub["lower_bounds"]["gdp"]["epsilon"], rel=1e-6
+    )
+    assert sub["lower_bounds"]["gdp"]["confidence"] == 0.9
+    assert (
+        cli.main(["scores", "--in", str(path / "in.npy"), "--out", str(path / "out.npy"), "--delta", "0"])
+        == 0
+    )
+    assert "lower_bounds.sweep_split.epsilon:" in capsys.readouterr().out
+
+
+def test_bad_score_files(capsys, tmp_path, score_files):
+    path, _, _ = score_files
+    good = str(path / "out.npy")
+    (tmp_path / "empty.npy").write_bytes(b"")
+    (tmp_path / "header.csv").write_text("score\n")
+    np.save(tmp_path / "nan.npy", np.array([0.1, np.nan, 0.3]))
+    np.save(tmp_path / "square.npy", np.ones((3, 3)))
+    pd.DataFrame({"a": [1.0, 2.0], "b": [3.0, 4.0]}).to_csv(tmp_path / "two.csv", index=False)
+    (tmp_path / "folder.npy").mkdir()
+    cases = [
+        ("empty.npy", [], "is empty (0 bytes)"),
+        ("header.csv", [], "holds no values"),
+        ("nan.npy", [], "NaN"),
+        ("square.npy", [], "1-D array, got shape (3, 3)"),
+        ("two.csv", [], "2 columns"),
+        ("two.csv", ["--column", "score"], "no column 'score'"),
+        ("folder.npy", [], "is a directory, not a file"),
+        ("missing.npy", [], "does not exist"),
+    ]
+    for name, extra, message in cases:
+        err = run_error(
+            capsys, "scores", "--in", str(tmp_path / name), "--out", good, "--delta", "1e-3", *extra
+        )
+        assert "argument --in:" in err and name in err and message in err, err
+    err = run_error(
+        capsys, "scores", "--in", good, "--out", good, "--delta", "1e-3", "--mechanism", "subsampled"
+    )
+    assert "argument --q" in err
+    err = run_error(capsys, "scores", "--in", good, "--out", good, "--delta", "1e-3", "--q", "0.1")
+    assert "argument --mechanism" in err
+
+
+def test_issue_11_inputs_exit_2_naming_the_input(capsys, tmp_path, loss_files):
+    path, _, _ = loss_files
+    good = str(path / "m.npy")
+    (tmp_path / "empty.npy").write_bytes(b"")
+    err = run_error(capsys, "epsilon-star", "--members", str(tmp_path / "empty.npy"), "--non-members", good)
+    assert "argument --members" in err and "empty" in err
+    np.save(tmp_path / "two.npy", np.array([0.1, 0.2]))
+    err = run_error(capsys, "epsilon-star", "--members", str(tmp_path / "two.npy"), "--non-members", good)
+    assert "argument --members" in err and "at least 3 members" in err and "--delta" in err
+    (tmp_path / "dir").mkdir()
+    err = run_error(capsys, "epsilon-star", "--members", str(tmp_path / "dir"), "--non-members", good)
+    assert "is a directory" in err and "does not exist" not in err
+    huge = ["accountant", "--accountant", "pld", "--noise-multiplier", "1", "--sampling-rate", "0.01"]
+    err = run_error(capsys, *huge, "--steps", str(10**12), "--delta", "1e-5")
+    assert "argument --steps" in err and "limit" in err
+    err = run_error(
+        capsys,
+        "calibrate",
+        "--accountant",
+        "pld",
+        "--target-epsilon",
+        "1",
+        "--sampling-rate",
+        "0.001",
+        "--steps",
+        str(10**9),
+        "--delta",
+        "1e-5",
+    )
+    assert "argument --steps" in err and "limit" in err
+
+
+def test_values_near_float_max_are_handled(capsys, tmp_path):
+    np.save(tmp_path / "a.npy", np.array([1e308, -1e308, 0.0, 2.0]))
+    np.save(tmp_path / "b.npy", np.array([-1e308, 1e308, 5.0, 1.0]))
+    a, b = str(tmp_path / "a.npy"), str(tmp_path / "b.npy")
+    star = run_json(capsys, "epsilon-star", "--members", a, "--non-members", b, "--delta", "0.01")
+    assert star["epsilon_star"] is not None and star["epsilon_star"] >= 0
+    scores = run_json(capsys, "scores", "--in", a, "--out", b, "--delta", "0.01")
+    assert all(math.isfinite(v) for v in scores["metrics"].values())

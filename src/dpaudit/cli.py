@@ -61,6 +61,14 @@ def open_unit(text: str) -> float:
     return value
 
 
+def unit_from_zero(text: str) -> float:
+    """A number in [0, 1) (δ where pure DP, δ = 0, is meaningful)."""
+    value = _number(text)
+    if not 0.0 <= value < 1.0:
+        raise argparse.ArgumentTypeError(f"{text} is outside [0, 1)")
+    return value
+
+
 def half_open_unit(text: str) -> float:
     """A number in (0, 1] (sampling rates; 1 = full batch)."""
     value = _number(text)
@@ -129,9 +137,22 @@ def _configure_accountant(parser: argparse.ArgumentParser) -> None:
     _accountant_args(parser, (*ACCOUNTANTS, "all"))
 
 
+def _check_pld_steps(args: argparse.Namespace) -> None:
+    """Refuse PLD compositions too large to hold in memory before any work (names ``--steps``)."""
+    from dpaudit.bounds.accountants import PLD_MAX_STEPS
+
+    if args.accountant in ("pld", "all") and args.steps > PLD_MAX_STEPS:
+        raise CliError(
+            "--steps",
+            f"{args.steps} exceeds the PLD accountant's limit of {PLD_MAX_STEPS} steps (the composed "
+            "privacy loss distribution would not fit in memory); use --accountant rdp",
+        )
+
+
 def _run_accountant(args: argparse.Namespace) -> dict[str, Any]:
     from dpaudit.bounds.accountants import all_epsilons, compute_epsilon
 
+    _check_pld_steps(args)
     inputs = (args.noise_multiplier, args.sampling_rate, args.steps, args.delta)
     epsilon: float | dict[str, float]
     try:
@@ -162,6 +183,7 @@ def _configure_calibrate(parser: argparse.ArgumentParser) -> None:
 def _run_calibrate(args: argparse.Namespace) -> dict[str, Any]:
     from dpaudit.bounds.accountants import calibrate_noise_multiplier, compute_epsilon
 
+    _check_pld_steps(args)
     try:
         z = calibrate_noise_multiplier(
             args.target_epsilon, args.delta, args.sampling_rate, args.steps, args.accountant
@@ -219,17 +241,13 @@ def _configure_eps_lower(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--negatives", type=positive_int, required=True, help="trials on D′ (negatives)")
     parser.add_argument("--positives", type=positive_int, required=True, help="trials on D (positives)")
-    parser.add_argument("--delta", type=open_unit, required=True, help="δ in (0, 1)")
+    parser.add_argument("--delta", type=unit_from_zero, required=True, help="δ in [0, 1); 0 = pure DP")
     parser.add_argument(
         "--confidence",
         type=open_unit,
         default=0.95,
-        help="Clopper–Pearson level of each limit (default 0.95)",
-    )
-    parser.add_argument(
-        "--two-sided",
-        action="store_true",
-        help="use the upper ends of two-sided intervals (Nasr et al.'s convention)",
+        help="joint confidence of the bound (default 0.95: each Clopper–Pearson limit at 0.975, "
+        "the upper end of a two-sided 95%% interval, as in Nasr et al.)",
     )
 
 
@@ -241,7 +259,7 @@ def _run_eps_lower(args: argparse.Namespace) -> dict[str, Any]:
     if args.fn > args.positives:
         raise CliError("--fn", f"{args.fn} exceeds --positives {args.positives}")
     bound = epsilon_lower_from_counts(
-        args.fp, args.fn, args.negatives, args.positives, args.delta, args.confidence, args.two_sided
+        args.fp, args.fn, args.negatives, args.positives, args.delta, args.confidence
     )
     return {
         "epsilon_lower": bound.epsilon_lower,
@@ -251,66 +269,89 @@ def _run_eps_lower(args: argparse.Namespace) -> dict[str, Any]:
         "fpr": bound.fpr,
         "fnr": bound.fnr,
         "confidence": bound.confidence,
-        "joint_confidence": bound.joint_confidence,
-        "two_sided": bound.two_sided,
+        "limit_level": bound.limit_level,
         "delta": args.delta,
     }
 
 
-def load_losses(path: str, argument: str) -> Any:
-    """Read a 1-D array of losses from .npy, .csv or .parquet; errors name ``argument``.
+def load_losses(
+    path: str, argument: str, column: str | None = None, minimum: int = 2, default_column: str = "loss"
+) -> Any:
+    """Read a 1-D array of numbers from .npy, .csv or .parquet; every problem names ``argument``.
 
-    CSV and Parquet files need exactly one column, or a column named ``loss``; a CSV may have a
-    header row or none.
+    CSV and Parquet files need exactly one column, a column named ``column`` if given, or one named
+    ``default_column`` (``loss``; ``score`` for the scores command); a CSV may have a header row
+    or none. Refused, with exit 2: a missing path, a directory, an empty (0-byte) file, an
+    unreadable or unsupported file, a 2-D array, a missing column, fewer than ``minimum`` values,
+    NaN or infinite values.
     """
     import numpy as np
 
     file = Path(path)
-    if not file.is_file():
+    if file.is_dir():
+        raise CliError(argument, f"{path} is a directory, not a file")
+    if not file.exists():
         raise CliError(argument, f"file {path} does not exist")
+    if not file.is_file():
+        raise CliError(argument, f"{path} is not a regular file")
+    if file.stat().st_size == 0:
+        raise CliError(argument, f"{path} is empty (0 bytes)")
     suffix = file.suffix.lower()
     try:
         if suffix == ".npy":
             values = np.load(file, allow_pickle=False)
         elif suffix in (".csv", ".parquet"):
-            values = _load_table(file, suffix, argument)
+            values = _load_table(file, suffix, argument, column, default_column)
         else:
             raise CliError(argument, f"{path}: unsupported file type {suffix!r} (use .npy, .csv or .parquet)")
         values = np.asarray(values, dtype=np.float64)
     except CliError:
         raise
-    except (ValueError, OSError) as exc:
+    except (ValueError, TypeError, OSError, EOFError, KeyError, ImportError) as exc:
         raise CliError(argument, f"cannot read numbers from {path}: {exc}") from exc
     if values.ndim != 1 and not (values.ndim == 2 and 1 in values.shape):
-        raise CliError(argument, f"{path} must hold a 1-D array of losses, got shape {values.shape}")
+        raise CliError(argument, f"{path} must hold a 1-D array, got shape {values.shape}")
     values = values.ravel()
-    if values.size < 2:
-        raise CliError(argument, f"{path} holds {values.size} losses; at least 2 are needed")
+    if values.size == 0:
+        raise CliError(argument, f"{path} holds no values")
+    if values.size < minimum:
+        raise CliError(argument, f"{path} holds {values.size} values; at least {minimum} are needed")
     if not np.all(np.isfinite(values)):
-        raise CliError(
-            argument, f"{path} contains {int(np.sum(~np.isfinite(values)))} NaN or infinite losses"
-        )
+        bad = int(np.sum(~np.isfinite(values)))
+        raise CliError(argument, f"{path} contains {bad} NaN or infinite values")
     return values
 
 
-def _load_table(file: Path, suffix: str, argument: str) -> Any:
+def _load_table(file: Path, suffix: str, argument: str, column: str | None, default_column: str) -> Any:
     import pandas as pd
 
     if suffix == ".parquet":
         frame = pd.read_parquet(file)
     else:
-        frame = pd.read_csv(file, header=None)
+        try:
+            frame = pd.read_csv(file, header=None)
+        except pd.errors.EmptyDataError:
+            raise CliError(argument, f"{file} holds no values") from None
         try:
             frame.iloc[0].astype(float)
         except (ValueError, TypeError):
             frame = pd.read_csv(file)
-    if frame.shape[1] == 1:
-        column = frame.iloc[:, 0]
-    elif "loss" in frame.columns:
-        column = frame["loss"]
+        except IndexError:
+            raise CliError(argument, f"{file} holds no values") from None
+    wanted = column or default_column
+    if column is not None and column not in frame.columns:
+        raise CliError(
+            argument, f"{file} has no column {column!r} (columns: {list(map(str, frame.columns))})"
+        )
+    if column is None and frame.shape[1] == 1:
+        series = frame.iloc[:, 0]
+    elif wanted in frame.columns:
+        series = frame[wanted]
     else:
-        raise CliError(argument, f"{file} has {frame.shape[1]} columns; expected one, or one named 'loss'")
-    return pd.to_numeric(column, errors="raise").to_numpy(dtype=float)
+        raise CliError(
+            argument, f"{file} has {frame.shape[1]} columns; expected one, or one named {wanted!r} (--column)"
+        )
+    return pd.to_numeric(series, errors="raise").to_numpy(dtype=float)
 
 
 def _configure_epsilon_star(parser: argparse.ArgumentParser) -> None:
@@ -335,7 +376,13 @@ def _run_epsilon_star(args: argparse.Namespace) -> dict[str, Any]:
     if args.delta is not None and args.delta >= 0.5:
         raise CliError("--delta", f"{args.delta} is outside (0, 0.5)")
     estimator = epsilon_star_parametric if args.method == "parametric" else epsilon_star_empirical
-    result = estimator(members, nonmembers, args.delta)
+    try:
+        result = estimator(members, nonmembers, args.delta)
+    except ValueError as exc:
+        # e.g. 2 members: the default δ = 1/(n ln n) is 0.72, outside (0, 0.5).
+        if args.delta is None and "members" in str(exc):
+            raise CliError("--members", f"{args.members}: {exc}; give --delta") from exc
+        raise CliError("--delta" if args.delta is not None else "--members", str(exc)) from exc
     return {
         "epsilon_star": result.epsilon_star,
         "delta": result.delta,
@@ -346,6 +393,79 @@ def _run_epsilon_star(args: argparse.Namespace) -> dict[str, Any]:
         "fnr": result.fnr,
         "n_members": result.n_members,
         "n_nonmembers": result.n_nonmembers,
+    }
+
+
+def _configure_scores(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--in", dest="in_path", required=True, help="scores of 'in' trials (D, members)")
+    parser.add_argument("--out", dest="out_path", required=True, help="scores of 'out' trials (D′)")
+    parser.add_argument("--delta", type=unit_from_zero, required=True, help="δ in [0, 1); 0 = pure DP")
+    parser.add_argument(
+        "--confidence", type=open_unit, default=0.95, help="joint confidence of every bound (default 0.95)"
+    )
+    parser.add_argument(
+        "--column", default=None, help="column to read from .csv/.parquet files with several columns"
+    )
+    parser.add_argument(
+        "--mechanism",
+        choices=["gaussian", "subsampled"],
+        default=None,
+        help="mechanism family to assume besides the assumption-free sweeps: 'gaussian' (full batch: "
+        "the GDP bound is valid) or 'subsampled' (Poisson-subsampled Gaussian with --q and --steps)",
+    )
+    parser.add_argument(
+        "--q", type=half_open_unit, default=None, help="sampling rate for --mechanism subsampled"
+    )
+    parser.add_argument("--steps", type=positive_int, default=None, help="steps T for --mechanism subsampled")
+    parser.add_argument("--seed", type=non_negative_int, default=0, help="seed of the threshold splits")
+
+
+def _run_scores(args: argparse.Namespace) -> dict[str, Any]:
+    from dpaudit.bounds.accountants import PLD_MAX_STEPS
+    from dpaudit.bounds.auditor import audit_scores
+    from dpaudit.bounds.tradeoff import SubsampledGaussian
+
+    mechanism = None
+    if args.mechanism == "subsampled":
+        for flag, value in (("--q", args.q), ("--steps", args.steps)):
+            if value is None:
+                raise CliError(flag, "is required with --mechanism subsampled")
+        if args.steps > PLD_MAX_STEPS:
+            raise CliError("--steps", f"{args.steps} exceeds the PLD limit of {PLD_MAX_STEPS} steps")
+        mechanism = SubsampledGaussian(args.q, args.steps)
+    elif args.q is not None or args.steps is not None:
+        raise CliError("--mechanism", "--q and --steps need --mechanism subsampled")
+    in_scores = load_losses(args.in_path, "--in", args.column, default_column="score")
+    out_scores = load_losses(args.out_path, "--out", args.column, default_column="score")
+    audit = audit_scores(
+        in_scores,
+        out_scores,
+        delta=args.delta,
+        confidence=args.confidence,
+        mechanism=mechanism,
+        seed=args.seed,
+    )
+    valid_for = {
+        None: "sweep_split, sweep_bonferroni (gdp assumes a full-batch Gaussian mechanism)",
+        "gaussian": "sweep_split, sweep_bonferroni, gdp",
+        "subsampled": "sweep_split, sweep_bonferroni, subsampled_gaussian (not gdp)",
+    }[args.mechanism]
+    bounds = {
+        name: {
+            "epsilon": bound.epsilon,
+            "valid": bound.valid,
+            "confidence": bound.confidence,
+            "assumption": bound.assumption,
+            **dict(bound.details),
+        }
+        for name, bound in audit.lower_bounds.items()
+    }
+    return {
+        "lower_bounds": bounds,
+        "applicable_bounds": valid_for,
+        "metrics": audit.metrics(),
+        "in": args.in_path,
+        "out": args.out_path,
     }
 
 
@@ -376,6 +496,12 @@ for _command in (
         "Epsilon* of one model from member / non-member losses",
         _configure_epsilon_star,
         _run_epsilon_star,
+    ),
+    Command(
+        "scores",
+        "ε lower bounds, TPR at fixed FPR, AUROC and advantage from your attack's scores",
+        _configure_scores,
+        _run_scores,
     ),
 ):
     register(_command)

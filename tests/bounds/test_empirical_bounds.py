@@ -12,17 +12,19 @@ from dpaudit.bounds import empirical as emp
 from dpaudit.bounds.accountants import gaussian_epsilon
 
 
-def test_nasr_perfect_attack_caps_at_5_60():
-    # Nasr et al. §III-C: 1000 trials per class, no errors, 95% Clopper–Pearson → ε ≥ 5.60 at most.
-    bound = emp.epsilon_lower_from_counts(0, 0, 1000, 1000, delta=1e-5, confidence=0.95, two_sided=True)
+@pytest.mark.parametrize("delta", [0.0, 1e-5])
+def test_nasr_perfect_attack_caps_at_5_60(delta):
+    # Nasr et al. §III-C: 1000 trials per class, no errors, 95% Clopper–Pearson (two-sided, so each
+    # limit at 0.975 — the joint 95 % of dpaudit's convention) → ε ≥ 5.60 at most; δ = 0 allowed.
+    bound = emp.epsilon_lower_from_counts(0, 0, 1000, 1000, delta=delta, confidence=0.95)
     assert round(bound.epsilon_lower, 2) == 5.60
     assert bound.fpr_upper == pytest.approx(1 - 0.025 ** (1 / 1000))  # CP upper limit for k = 0
     assert math.isinf(bound.epsilon_point)
-    assert bound.joint_confidence == 0.95
-    one_sided = emp.epsilon_lower_from_counts(0, 0, 1000, 1000, delta=1e-5, confidence=0.95)
+    assert bound.confidence == 0.95 and bound.limit_level == pytest.approx(0.975)
+    # A caller guaranteeing joint 0.90 only may ask for the per-limit level directly.
+    loose = emp.epsilon_lower_from_counts(0, 0, 1000, 1000, delta=1e-5, confidence=0.90, per_limit_level=0.95)
     limit = 1 - 0.05 ** (1 / 1000)
-    assert one_sided.epsilon_lower == pytest.approx(math.log((1 - 1e-5 - limit) / limit))
-    assert one_sided.joint_confidence == pytest.approx(0.90)
+    assert loose.epsilon_lower == pytest.approx(math.log((1 - 1e-5 - limit) / limit))
 
 
 def test_eq4_point_estimate():
@@ -44,8 +46,8 @@ def test_bound_never_exceeds_point_estimate():
     for _ in range(200):
         n_neg, n_pos = rng.integers(1, 400, size=2)
         fp, fn = rng.integers(0, n_neg + 1), rng.integers(0, n_pos + 1)
-        for two_sided in (False, True):
-            b = emp.epsilon_lower_from_counts(int(fp), int(fn), int(n_neg), int(n_pos), 1e-5, 0.9, two_sided)
+        for confidence in (0.8, 0.95):
+            b = emp.epsilon_lower_from_counts(int(fp), int(fn), int(n_neg), int(n_pos), 1e-5, confidence)
             assert 0.0 <= b.epsilon_lower <= b.epsilon_point
             assert b.fpr <= b.fpr_upper and b.fnr <= b.fnr_upper
 
@@ -62,12 +64,12 @@ def test_clopper_pearson_coverage():
 
 
 @pytest.mark.parametrize(("mu", "delta"), [(0.5, 0.01), (1.0, 0.01)])
-@pytest.mark.parametrize("two_sided", [False, True])
-def test_gaussian_mechanism_coverage(mu, delta, two_sided):
+@pytest.mark.parametrize("confidence", [0.9, 0.95])
+def test_gaussian_mechanism_coverage(mu, delta, confidence):
     """Attack on a Gaussian mechanism (scores N(0,1) on D′, N(μ,1) on D) at its best threshold.
 
     The true ε(δ) is the analytic Gaussian curve (Balle & Wang 2018); the lower bound may exceed it in
-    at most 1 − joint_confidence of the repetitions.
+    at most 1 − confidence (joint) of the repetitions.
     """
     true_eps = gaussian_epsilon(mu, delta)
     tau = np.linspace(-6, 6, 24001)
@@ -78,13 +80,13 @@ def test_gaussian_mechanism_coverage(mu, delta, two_sided):
     rng = np.random.default_rng(2)
     reps, n = 20_000, 1000
     fp, fn = rng.binomial(n, fpr, reps), rng.binomial(n, fnr, reps)
-    level = 0.975 if two_sided else 0.95
+    level = 1 - (1 - confidence) / 2
     bounds = emp.epsilon_from_rates(
         emp.clopper_pearson_upper(fp, n, level), emp.clopper_pearson_upper(fn, n, level), delta
     )
-    first = emp.epsilon_lower_from_counts(int(fp[0]), int(fn[0]), n, n, delta, 0.95, two_sided)
+    first = emp.epsilon_lower_from_counts(int(fp[0]), int(fn[0]), n, n, delta, confidence)
     assert first.epsilon_lower == pytest.approx(bounds[0])  # the vectorised path is the public one
-    allowed = 1.0 - first.joint_confidence
+    allowed = 1.0 - first.confidence
     assert np.mean(bounds > true_eps) <= allowed + 4 * math.sqrt(allowed * (1 - allowed) / reps)
     assert np.mean(bounds) > 0.15 * true_eps  # and the bound is not vacuous
 
@@ -120,8 +122,8 @@ def test_null_scores_default_method_is_valid_and_naive_overclaims():
             for r in range(reps)
         ]
         shares[method] = float(np.mean(positive))
-    # Default (split), 95% one-sided limits → valid with probability ≥ 0.90: zero in ≥ 90% of repetitions.
-    assert shares["split"] <= 0.10 + 4 * math.sqrt(0.1 * 0.9 / reps)
+    # Default (split) at joint 95 %: zero in ≥ 95 % of repetitions.
+    assert shares["split"] <= 0.05 + 4 * math.sqrt(0.05 * 0.95 / reps)
     assert shares["naive"] > shares["split"]
 
 
@@ -133,9 +135,10 @@ def test_threshold_sweep_methods_on_separated_scores():
     assert split.method == "split" and not split.overclaims
     assert split.positives == 500 and split.negatives == 500  # counted on the held-out half
     bonf = emp.epsilon_lower_from_scores(pos, neg, 1e-3, method="bonferroni")
-    assert bonf.confidence == pytest.approx(1 - 0.05 / bonf.n_thresholds)
+    assert bonf.limit_level == pytest.approx(1 - 0.05 / (2 * bonf.n_thresholds))
+    assert bonf.confidence == split.confidence == 0.95
     naive = emp.epsilon_lower_from_scores(pos, neg, 1e-3, method="naive")
-    assert naive.overclaims and math.isnan(naive.joint_confidence)
+    assert naive.overclaims
     for result in (split, bonf, naive):
         assert 1.0 < result.epsilon_lower < true_eps
         tpr = 1 - result.fn / result.positives

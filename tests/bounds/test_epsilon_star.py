@@ -105,19 +105,49 @@ def test_empirical_matches_eq7_by_hand():
     assert result.threshold == 0.5
 
 
-def test_separated_groups_score_high_not_zero():
-    # No threshold keeps both rates inside App. B's band when the groups do not overlap; flooring the
-    # denominators there (instead of dropping those thresholds) gives the largest score, log((1 − δ)/floor),
-    # not 0: a model that separates members perfectly must not look private.
+def test_separated_groups_band_rule_drops_every_threshold_floor_variant_scores_high():
+    # No threshold keeps both rates inside App. B's band when the groups do not overlap: the paper's
+    # band rule (default) drops them all and scores 0; the named "floor" variant floors the
+    # denominators instead and gives the largest score, log((1 − δ)/floor).
     rng = np.random.default_rng(7)
     members, nonmembers = rng.normal(0.0, 1.0, 2000), rng.normal(8.0, 1.0, 2000)
     delta = es.default_delta(2000)
-    parametric = es.epsilon_star_parametric(members, nonmembers, transform=False)
+    assert es.epsilon_star_parametric(members, nonmembers, transform=False).epsilon_star == 0.0
+    assert es.epsilon_star_empirical(members, nonmembers).epsilon_star == 0.0
+    parametric = es.epsilon_star_parametric(members, nonmembers, transform=False, variant="floor")
+    assert parametric.variant == "floor"
     assert parametric.epsilon_star == pytest.approx(math.log((1 - 2 * delta) / delta), abs=0.05)
-    empirical = es.epsilon_star_empirical(members, nonmembers)
+    empirical = es.epsilon_star_empirical(members, nonmembers, variant="floor")
     assert empirical.epsilon_star == pytest.approx(math.log((1 - delta) / 0.001), rel=1e-6)
     overlapping = es.epsilon_star_empirical(members, nonmembers - 4.0).epsilon_star
     assert 0.0 < overlapping < empirical.epsilon_star
+
+
+def test_band_rule_only_uses_thresholds_inside_the_band():
+    rng = np.random.default_rng(8)
+    members, nonmembers = rng.normal(0.0, 1.0, 300), rng.normal(1.0, 1.0, 300)
+    band = es.epsilon_star_empirical(members, nonmembers, 1e-3)
+    assert 0.001 < band.fpr < 0.999 and 0.001 < band.fnr < 0.999
+    floor = es.epsilon_star_empirical(members, nonmembers, 1e-3, variant="floor")
+    assert floor.epsilon_star >= band.epsilon_star  # it keeps more thresholds
+    with pytest.raises(ValueError, match="variant"):
+        es.epsilon_star_empirical(members, nonmembers, 1e-3, variant="clip")
+
+
+@pytest.mark.parametrize("method", ["empirical", "parametric"])
+def test_interval_and_control(method):
+    rng = np.random.default_rng(9)
+    same = es.epsilon_star_with_interval(
+        rng.normal(0, 1, 400), rng.normal(0, 1, 400), 1e-3, method=method, n_bootstrap=60
+    )
+    assert same.interval_low <= same.epsilon_star <= same.interval_high or same.epsilon_star == 0.0
+    assert same.control >= 0.0 and same.control_high >= 0.0
+    assert not same.distinguishable  # one distribution: indistinguishable from the control
+    apart = es.epsilon_star_with_interval(
+        rng.normal(0, 1, 400), rng.normal(2.5, 1, 400), 1e-3, method=method, n_bootstrap=60
+    )
+    assert apart.distinguishable and apart.interval_low > apart.control_high
+    assert apart.confidence == 0.95
 
 
 def test_logit_transform_is_increasing_and_follows_app_b():

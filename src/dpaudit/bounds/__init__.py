@@ -1,7 +1,8 @@
-"""Privacy bounds: accountants' ε upper bounds, identifiability scores, empirical ε, Epsilon*.
+"""Privacy bounds: accountants' ε upper bounds, the scores auditor's ε lower bounds, identifiability
+scores, ε estimates, Epsilon*.
 
 Pure functions on numbers and arrays (no TensorFlow); dp_accounting is imported lazily by the
-accountants that need it.
+accountants that need it. Every stated confidence of a lower bound is its JOINT confidence.
 """
 
 from dpaudit.bounds.accountants import (
@@ -13,6 +14,14 @@ from dpaudit.bounds.accountants import (
     gaussian_delta,
     gaussian_epsilon,
     rdp_epsilon_and_order,
+)
+from dpaudit.bounds.auditor import (
+    ESTIMATORS,
+    LowerBound,
+    ScoresAudit,
+    audit_scores,
+    gdp_lower_bound,
+    one_run_lower_bound,
 )
 from dpaudit.bounds.empirical import (
     THRESHOLD_METHODS,
@@ -31,6 +40,7 @@ from dpaudit.bounds.epsilon_star import (
     default_delta,
     epsilon_star_empirical,
     epsilon_star_parametric,
+    epsilon_star_with_interval,
     logit_loss,
 )
 from dpaudit.bounds.identifiability import (
@@ -40,9 +50,20 @@ from dpaudit.bounds.identifiability import (
     rho_alpha_from_rdp,
     rho_beta_from_epsilon,
 )
+from dpaudit.bounds.tradeoff import SubsampledGaussian, gdp_epsilon, gdp_mu_lower
 
 __all__ = [
     "ACCOUNTANTS",
+    "ESTIMATORS",
+    "LowerBound",
+    "ScoresAudit",
+    "SubsampledGaussian",
+    "audit_scores",
+    "epsilon_star_with_interval",
+    "gdp_epsilon",
+    "gdp_lower_bound",
+    "gdp_mu_lower",
+    "one_run_lower_bound",
     "THRESHOLD_METHODS",
     "EpsilonLowerBound",
     "EpsilonStar",

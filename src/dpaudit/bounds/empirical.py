@@ -1,29 +1,41 @@
-"""Empirical ε lower bounds from what an attack achieved.
+"""Empirical ε lower bounds from what an attack achieved — and, kept apart, ε estimates.
+
+Lower confidence bounds (valid: they exceed the true ε with probability at most 1 − ``confidence``):
 
 * From error counts: a distinguisher with false-positive rate FPR and false-negative rate FNR
   against an (ε, δ)-DP mechanism satisfies ε ≥ max(log((1−δ−FPR)/FNR), log((1−δ−FNR)/FPR))
-  (Nasr et al. Eq. 4, after Kairouz et al.). Replacing the rates by Clopper–Pearson upper
-  confidence limits gives a lower confidence bound on ε (Nasr et al. Eq. 5).
-* From a membership advantage γ = TPR − FPR: ε ≥ log((1−δ)/(1−γ)) (Erlingsson et al. Prop. 3, the
-  inverse of their Prop. 2 bound γ ≤ 1 − e^{−ε} + δe^{−ε}).
-* From the DI adversary of Bernau et al. §5.3: its largest final posterior belief (via Eq. 10) and
-  its identification advantage (via Thm. 2 / Eq. 15).
+  (Nasr et al. 2021 Eq. 4, after Kairouz et al.). Replacing the rates by Clopper–Pearson upper
+  confidence limits gives a lower confidence bound on ε (Nasr et al. 2021 Eq. 5).
 * From raw attack scores: a threshold sweep. Choosing the threshold on the very trials that are
   then counted overclaims, so the default ``"split"`` chooses on one random half and counts on the
   other; ``"bonferroni"`` counts on all trials but widens every interval for the number of
   thresholds tried; ``"naive"`` (choose and count on the same trials) is offered only to show how
-  much it overclaims.
+  much it overclaims and is flagged ``overclaims=True``.
 
-Confidence convention: ``confidence`` is the level of each Clopper–Pearson limit, as in Nasr et al.
-With ``two_sided=True`` each limit is the upper end of a two-sided interval at that level (this
-reproduces Nasr's "5.60 from 1000 perfect trials"), so both limits hold — and the ε bound is valid —
-with probability ≥ ``confidence``. With one-sided limits the union bound gives ≥ 1 − 2(1 − c).
-:attr:`EpsilonLowerBound.joint_confidence` reports that level.
+Confidence convention (everywhere in dpaudit): ``confidence`` is the JOINT level at which the bound
+holds. The bound needs two limits (FPR and FNR) to hold together, so each is a one-sided
+Clopper–Pearson limit at ``limit_level`` = 1 − (1 − confidence)/2 (union bound); the Bonferroni
+sweep divides (1 − confidence)/2 further by the number of thresholds. At confidence 0.95 each limit
+is the upper end of a two-sided 95 % interval — Nasr et al.'s convention, which gives their
+"ε ≥ 5.60 from 1000 perfect trials at δ = 0".
+
+Estimates, NOT bounds (no confidence statement; they can exceed the true ε):
+
+* From a membership advantage γ = TPR − FPR: log((1−δ)/(1−γ)) (Erlingsson et al. Prop. 3, the
+  inverse of their Prop. 2 bound γ ≤ 1 − e^{−ε} + δe^{−ε}) — a bound only when γ itself is a lower
+  confidence limit of the mechanism's advantage.
+* From the DI adversary of Bernau et al. §5.3: ε′(ii) from its largest final posterior belief (via
+  Eq. 10) and ε′(iii) from its identification advantage (via Thm. 2 / Eq. 15). Both plug observed
+  point values into an inverse formula, and ε′(iii) also inverts a bound (Thm. 2) that RDP-calibrated
+  noise can exceed: they are estimates of ε, listed in :data:`ESTIMATES`, never lower bounds.
+
+Hand-written here: Eq. 4 and the sweeps. Clopper–Pearson limits are Beta quantiles from scipy.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -33,6 +45,8 @@ from scipy.stats import beta
 from dpaudit.bounds.identifiability import epsilon_from_rho_alpha
 
 __all__ = [
+    "ESTIMATES",
+    "LOWER_BOUNDS",
     "THRESHOLD_METHODS",
     "EpsilonLowerBound",
     "ThresholdBound",
@@ -45,10 +59,14 @@ __all__ = [
     "epsilon_from_rates",
     "epsilon_lower_from_counts",
     "epsilon_lower_from_scores",
-    "joint_confidence",
+    "limit_level",
+    "select_threshold",
 ]
 
 THRESHOLD_METHODS = ("split", "bonferroni", "naive")
+# Functions that return valid lower confidence bounds on ε, and those that return point estimates.
+LOWER_BOUNDS = ("epsilon_lower_from_counts", "epsilon_lower_from_scores")
+ESTIMATES = ("epsilon_from_advantage", "epsilon_from_posterior_belief", "epsilon_from_di_advantage")
 ThresholdMethod = Literal["split", "bonferroni", "naive"]
 
 
@@ -80,14 +98,12 @@ def clopper_pearson_upper(successes: np.ndarray | int, trials: np.ndarray | int,
     return np.where(full, 1.0, upper)
 
 
-def joint_confidence(confidence: float, two_sided: bool) -> float:
-    """Level at which the FPR and FNR limits hold together (union bound), hence the ε bound."""
-    return confidence if two_sided else 1.0 - 2.0 * (1.0 - confidence)
+def limit_level(confidence: float, limits: int = 2) -> float:
+    """One-sided level of each of ``limits`` Clopper–Pearson limits that hold jointly at ``confidence``.
 
-
-def _limit_level(confidence: float, two_sided: bool) -> float:
-    """One-sided quantile used for each limit: the upper end of a two-sided interval sits at (1 + c)/2."""
-    return (1.0 + confidence) / 2.0 if two_sided else confidence
+    Union bound: 1 − (1 − confidence)/limits. Two limits (FPR and FNR) at joint 0.95 → 0.975 each.
+    """
+    return 1.0 - (1.0 - confidence) / limits
 
 
 def epsilon_from_rates(fpr: np.ndarray | float, fnr: np.ndarray | float, delta: float) -> np.ndarray:
@@ -113,9 +129,8 @@ class EpsilonLowerBound:
     fnr_upper: float
     fpr: float
     fnr: float
-    confidence: float  # level of each Clopper–Pearson limit
-    two_sided: bool = False
-    joint_confidence: float = float("nan")  # level at which epsilon_lower is a valid bound
+    confidence: float  # joint level at which epsilon_lower is a valid lower bound
+    limit_level: float  # one-sided level of each of the two Clopper–Pearson limits
     delta: float = 0.0
 
 
@@ -126,12 +141,16 @@ def epsilon_lower_from_counts(
     positives: int,
     delta: float,
     confidence: float = 0.95,
-    two_sided: bool = False,
+    *,
+    per_limit_level: float | None = None,
 ) -> EpsilonLowerBound:
     """Lower confidence bound on ε from FP/FN counts with Clopper–Pearson limits — Nasr et al. Eq. 5.
 
     ``fp`` of ``negatives`` trials (mechanism run on D′) were called positive, ``fn`` of
-    ``positives`` trials (run on D) were called negative. The bound never exceeds the point
+    ``positives`` trials (run on D) were called negative. The bound holds with probability
+    ≥ ``confidence`` (joint): each limit is at 1 − (1 − confidence)/2. ``per_limit_level`` overrides
+    that level (the Bonferroni sweep passes a stricter one; ``confidence`` must then state the joint
+    level the caller guarantees). δ = 0 (pure DP) is allowed. The bound never exceeds the point
     estimate, and is 0 when the attack does no better than chance.
     """
     delta = _check_delta(delta)
@@ -147,7 +166,7 @@ def epsilon_lower_from_counts(
         raise ValueError(f"fp={fp} exceeds negatives={negatives}")
     if fn > positives:
         raise ValueError(f"fn={fn} exceeds positives={positives}")
-    level = _limit_level(confidence, two_sided)
+    level = limit_level(confidence) if per_limit_level is None else float(per_limit_level)
     fpr_upper = float(clopper_pearson_upper(fp, negatives, level))
     fnr_upper = float(clopper_pearson_upper(fn, positives, level))
     fpr, fnr = fp / negatives, fn / positives
@@ -159,8 +178,7 @@ def epsilon_lower_from_counts(
         fpr=fpr,
         fnr=fnr,
         confidence=confidence,
-        two_sided=bool(two_sided),
-        joint_confidence=joint_confidence(confidence, two_sided),
+        limit_level=level,
         delta=delta,
     )
 
@@ -176,7 +194,8 @@ def advantage_from_epsilon(epsilon: float, delta: float) -> float:
 def epsilon_from_advantage(advantage: float, delta: float) -> float:
     """ε ≥ log((1−δ)/(1−γ)) for a membership advantage γ — Erlingsson et al. Prop. 3.
 
-    γ ≤ δ proves nothing (returns 0); γ = 1 returns ∞.
+    A point ESTIMATE when γ is an observed advantage; a lower bound only if γ is a lower confidence
+    limit of the mechanism's advantage. γ ≤ δ gives 0; γ = 1 returns ∞.
     """
     delta = _check_delta(delta)
     advantage = float(advantage)
@@ -188,9 +207,10 @@ def epsilon_from_advantage(advantage: float, delta: float) -> float:
 
 
 def epsilon_from_posterior_belief(belief: float) -> float:
-    """Empirical ε′ = ln(β/(1−β)) from the largest final posterior belief — Bernau et al. §5.3 (ii), Eq. 10.
+    """ε′(ii) ESTIMATE = ln(β/(1−β)) from the largest final posterior belief — Bernau §5.3 (ii), Eq. 10.
 
-    A belief ≤ 0.5 (no better than the uniform prior) gives 0; a belief of 1 gives ∞.
+    Not a lower bound: one observed maximum belief carries no confidence statement. A belief ≤ 0.5
+    (no better than the uniform prior) gives 0; a belief of 1 gives ∞.
     """
     belief = float(belief)
     if not 0.0 <= belief <= 1.0:
@@ -211,9 +231,11 @@ def di_advantage_from_wins(wins: int, experiments: int) -> float:
 
 
 def epsilon_from_di_advantage(advantage: float, delta: float) -> float:
-    """Empirical ε′ from the DI adversary's advantage (inverse of Thm. 2) — Bernau et al. §5.3 (iii), Eq. 15.
+    """ε′(iii) ESTIMATE from the DI adversary's advantage (inverse of Thm. 2) — Bernau §5.3 (iii), Eq. 15.
 
-    A non-positive advantage gives 0; an advantage of 1 gives ∞.
+    Not a lower bound: it inverts Thm. 2, which holds for classically calibrated noise only (with
+    RDP-calibrated noise the advantage can exceed it, so ε′(iii) can exceed the true ε). A
+    non-positive advantage gives 0; an advantage of 1 gives ∞.
     """
     advantage = float(advantage)
     if not -1.0 <= advantage <= 1.0:
@@ -240,8 +262,8 @@ class ThresholdBound:
     epsilon_point: float = float("nan")
     fpr_upper: float = float("nan")
     fnr_upper: float = float("nan")
-    confidence: float = float("nan")  # level of each Clopper–Pearson limit actually used
-    joint_confidence: float = float("nan")  # level at which epsilon_lower is valid (nan: not valid)
+    confidence: float = float("nan")  # joint level claimed (not met when overclaims is True)
+    limit_level: float = float("nan")  # one-sided level of each Clopper–Pearson limit actually used
     n_thresholds: int = 0
     overclaims: bool = False  # True for "naive": threshold chosen on the counted trials
 
@@ -258,7 +280,8 @@ def _as_scores(values: np.ndarray, name: str) -> np.ndarray:
 def _candidate_thresholds(pos: np.ndarray, neg: np.ndarray, max_thresholds: int) -> np.ndarray:
     pooled = np.unique(np.concatenate([pos, neg]))
     if pooled.size > max_thresholds:
-        pooled = np.unique(np.quantile(pooled, np.linspace(0.0, 1.0, max_thresholds)))
+        # Order statistics (no interpolation, so scores near ±1e308 cannot overflow).
+        pooled = np.unique(pooled[np.linspace(0, pooled.size - 1, max_thresholds).round().astype(int)])
     return pooled
 
 
@@ -279,6 +302,59 @@ def _bounds_at(
     )
 
 
+def select_threshold(
+    pos: np.ndarray,
+    neg: np.ndarray,
+    objective: Callable[[np.ndarray, np.ndarray, int, int, float], np.ndarray],
+    method: ThresholdMethod,
+    confidence: float,
+    seed: int = 0,
+    max_thresholds: int = 200,
+    limits: int = 2,
+    split_fraction: float = 0.5,
+) -> tuple[float, int, int, int, int, float, int]:
+    """Choose a score threshold validly and count errors at it: the machinery shared by the sweeps.
+
+    ``objective(fp, fn, n_neg, n_pos, level)`` scores candidate thresholds (vectorised over
+    them), given the one-sided level of each limit that the method uses. Returns (threshold, fp,
+    fn, n_neg, n_pos, limit_level, K): the counts to turn into the final bound, the one-sided
+    level of each of the ``limits`` limits, and the number K of candidate thresholds.
+    ``"split"``: choose on a random share ``split_fraction`` of each class (``seed``; default a
+    half), count on the rest at level
+    1 − (1−c)/limits. ``"bonferroni"``: all trials, level 1 − (1−c)/(limits·K). ``"naive"``: all
+    trials at 1 − (1−c)/limits — not valid.
+    """
+    if method == "split":
+        if pos.size < 2 or neg.size < 2:
+            raise ValueError("method 'split' needs at least 2 positive and 2 negative scores")
+        if not 0.0 < split_fraction < 1.0:
+            raise ValueError(f"split_fraction must lie in (0, 1), got {split_fraction!r}")
+        rng = np.random.default_rng(seed)
+        pos, neg = rng.permutation(pos), rng.permutation(neg)
+        cut_pos = min(max(int(round(pos.size * split_fraction)), 1), pos.size - 1)
+        cut_neg = min(max(int(round(neg.size * split_fraction)), 1), neg.size - 1)
+        pos_sel, pos_eval = np.sort(pos[:cut_pos]), np.sort(pos[cut_pos:])
+        neg_sel, neg_eval = np.sort(neg[:cut_neg]), np.sort(neg[cut_neg:])
+        thresholds = _candidate_thresholds(pos_sel, neg_sel, max_thresholds)
+        level = limit_level(confidence, limits)
+        fp, fn = _counts(pos_sel, neg_sel, thresholds)
+        values = objective(fp, fn, neg_sel.size, pos_sel.size, level)
+        adv = np.abs((pos_sel.size - fn) / pos_sel.size - fp / neg_sel.size)
+        best = int(np.lexsort((-adv, -values))[0])  # highest value, ties → largest |advantage|
+        threshold = float(thresholds[best])
+        fp_e, fn_e = _counts(pos_eval, neg_eval, np.array([threshold]))
+        return threshold, int(fp_e[0]), int(fn_e[0]), neg_eval.size, pos_eval.size, level, thresholds.size
+    ps, ns = np.sort(pos), np.sort(neg)
+    thresholds = _candidate_thresholds(ps, ns, max_thresholds)
+    k = thresholds.size if method == "bonferroni" else 1
+    level = limit_level(confidence, limits * k)
+    fp, fn = _counts(ps, ns, thresholds)
+    values = objective(fp, fn, ns.size, ps.size, level)
+    adv = np.abs((ps.size - fn) / ps.size - fp / ns.size)
+    best = int(np.lexsort((-adv, -values))[0])
+    return float(thresholds[best]), int(fp[best]), int(fn[best]), ns.size, ps.size, level, thresholds.size
+
+
 def epsilon_lower_from_scores(
     positive_scores: np.ndarray,
     negative_scores: np.ndarray,
@@ -286,22 +362,22 @@ def epsilon_lower_from_scores(
     confidence: float = 0.95,
     method: ThresholdMethod = "split",
     seed: int = 0,
-    two_sided: bool = False,
     max_thresholds: int = 200,
 ) -> ThresholdBound:
     """Threshold sweep over attack scores → ε lower bound (Nasr et al. Eqs. 4–5 at the chosen threshold).
 
-    Higher score means "positive" (trial ran on D / member). Methods:
+    Higher score means "positive" (trial ran on D / member). ``confidence`` is the joint level of the
+    bound. Methods:
 
     * ``"split"`` (default, valid): shuffle each class with ``seed``, choose the threshold that
       maximises the Clopper–Pearson bound on the first half, report the bound counted on the second
-      half only.
-    * ``"bonferroni"`` (valid): all trials, every one of the K candidate thresholds gets limits at
-      level 1 − (1−c)/K, report the maximum.
-    * ``"naive"`` (overclaims): choose and count on the same trials at level c. Flagged with
+      half only (limits at 1 − (1−c)/2).
+    * ``"bonferroni"`` (valid): all trials, each of the K candidate thresholds gets limits at
+      1 − (1−c)/(2K), report the maximum.
+    * ``"naive"`` (overclaims): choose and count on the same trials at 1 − (1−c)/2. Flagged with
       ``overclaims=True``; use only to show the optimism of the practice.
 
-    At most ``max_thresholds`` candidate thresholds are tried (pooled-score quantiles).
+    At most ``max_thresholds`` candidate thresholds are tried (pooled-score order statistics).
     """
     pos = _as_scores(positive_scores, "positive_scores")
     neg = _as_scores(negative_scores, "negative_scores")
@@ -311,41 +387,14 @@ def epsilon_lower_from_scores(
         raise ValueError(f"method must be one of {THRESHOLD_METHODS}, got {method!r}")
     if max_thresholds < 1:
         raise ValueError(f"max_thresholds must be >= 1, got {max_thresholds!r}")
-    level = _limit_level(confidence, two_sided)
 
-    if method == "split":
-        if pos.size < 2 or neg.size < 2:
-            raise ValueError("method 'split' needs at least 2 positive and 2 negative scores")
-        rng = np.random.default_rng(seed)
-        pos, neg = rng.permutation(pos), rng.permutation(neg)
-        pos_sel, pos_eval = pos[: pos.size // 2], pos[pos.size // 2 :]
-        neg_sel, neg_eval = neg[: neg.size // 2], neg[neg.size // 2 :]
-        thresholds = _candidate_thresholds(pos_sel, neg_sel, max_thresholds)
-        ps, ns = np.sort(pos_sel), np.sort(neg_sel)
-        fp, fn = _counts(ps, ns, thresholds)
-        sel_bounds = _bounds_at(fp, fn, ns.size, ps.size, delta, level)
-        sel_adv = np.abs((ps.size - fn) / ps.size - fp / ns.size)
-        best = int(np.lexsort((-sel_adv, -sel_bounds))[0])  # highest bound, ties → largest |advantage|
-        threshold = float(thresholds[best])
-        eval_pos, eval_neg = np.sort(pos_eval), np.sort(neg_eval)
-        fp_e, fn_e = _counts(eval_pos, eval_neg, np.array([threshold]))
-        fp_c, fn_c, n_pos, n_neg = int(fp_e[0]), int(fn_e[0]), eval_pos.size, eval_neg.size
-        used_confidence = confidence
-        n_thresholds = thresholds.size
-    else:
-        thresholds = _candidate_thresholds(pos, neg, max_thresholds)
-        ps, ns = np.sort(pos), np.sort(neg)
-        fp, fn = _counts(ps, ns, thresholds)
-        used_confidence = 1.0 - (1.0 - confidence) / thresholds.size if method == "bonferroni" else confidence
-        bounds = _bounds_at(fp, fn, ns.size, ps.size, delta, _limit_level(used_confidence, two_sided))
-        adv = np.abs((ps.size - fn) / ps.size - fp / ns.size)
-        best = int(np.lexsort((-adv, -bounds))[0])
-        threshold = float(thresholds[best])
-        fp_c, fn_c, n_pos, n_neg = int(fp[best]), int(fn[best]), ps.size, ns.size
-        n_thresholds = thresholds.size
+    def objective(fp: np.ndarray, fn: np.ndarray, n_neg: int, n_pos: int, level: float) -> np.ndarray:
+        return _bounds_at(fp, fn, n_neg, n_pos, delta, level)
 
-    counted = epsilon_lower_from_counts(fp_c, fn_c, n_neg, n_pos, delta, used_confidence, two_sided)
-    valid_level = joint_confidence(confidence, two_sided) if method != "naive" else float("nan")
+    threshold, fp_c, fn_c, n_neg, n_pos, level, n_thresholds = select_threshold(
+        pos, neg, objective, method, confidence, seed, max_thresholds
+    )
+    counted = epsilon_lower_from_counts(fp_c, fn_c, n_neg, n_pos, delta, confidence, per_limit_level=level)
     return ThresholdBound(
         epsilon_lower=counted.epsilon_lower,
         threshold=threshold,
@@ -358,8 +407,8 @@ def epsilon_lower_from_scores(
         epsilon_point=counted.epsilon_point,
         fpr_upper=counted.fpr_upper,
         fnr_upper=counted.fnr_upper,
-        confidence=used_confidence,
-        joint_confidence=valid_level,
+        confidence=confidence,
+        limit_level=level,
         n_thresholds=int(n_thresholds),
         overclaims=method == "naive",
     )
