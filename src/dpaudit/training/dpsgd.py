@@ -208,7 +208,7 @@ class StepState:
     def __getattribute__(self, name: str) -> Any:
         value = object.__getattribute__(self, name)
         if isinstance(value, _Lazy):  # computed on first read, inside the same trace
-            value = value.fn()
+            value = value.get()
             object.__setattr__(self, name, value)
         return value
 
@@ -218,6 +218,14 @@ class _Lazy:
 
     def __init__(self, fn: Callable[[], Any]) -> None:
         self.fn = fn
+        self._value: Any = None
+        self._done = False
+
+    def get(self) -> Any:
+        """The value, computed once."""
+        if not self._done:
+            self._value, self._done = self.fn(), True
+        return self._value
 
 
 Observer = Callable[[StepState], Mapping[str, tf.Tensor]]
@@ -614,15 +622,15 @@ class _StepFunction:
         if idx is None:  # full batch or masked Poisson batch: every row, weighted by the mask
             pas = self.per_example_norms(params, X, y, shared=True)
             factors, clipped_sum = self.clip_and_sum(pas, batch_mask)
-            losses: Any = pas.losses
-            all_factors: Any = factors
+            losses = pas.losses
+            all_factors = factors
             tracked = self.tracked_gradients(pas, self.rows) if R else None
         else:  # gathered Poisson batch: only the sampled rows
             pas = self.per_example_norms(params, tf.gather(X, idx), tf.gather(y, idx), shared=False)
             _, clipped_sum = self.clip_and_sum(pas, valid)
             full = _Lazy(lambda: self.per_example_norms(params, X, y, shared=True))
-            losses = _Lazy(lambda: full.fn().losses)
-            all_factors = _Lazy(lambda: self.clip_factors(full.fn().norms))
+            losses = _Lazy(lambda: full.get().losses)  # type: ignore[assignment]
+            all_factors = _Lazy(lambda: self.clip_factors(full.get().norms))  # type: ignore[assignment]
             tracked = None
             if R:
                 rows_pass = self.per_example_norms(
@@ -836,7 +844,10 @@ def train_trials(
     rows_per_step = len(X)
     if gathered:
         rows_per_step = poisson_batch_bound(int(sizes.max()) if T else 0, cfg.sampling_rate)
-    size = chunk_size or strat.chunk_size or default_chunk_size(model, rows_per_step)
+        # Gathered batches measured fastest in small chunks (adult, q = 0.1 of 2000, 2 cores:
+        # 0.20 / 0.23 / 0.43 ms per trial-step with 16 / 64 / 256 trials per chunk).
+    cache = 5e5 if gathered else 2e6
+    size = chunk_size or strat.chunk_size or default_chunk_size(model, rows_per_step, cache_floats=cache)
     num_chunks = max(1, math.ceil(T / size))
     size = math.ceil(T / num_chunks) if T else 0
 
