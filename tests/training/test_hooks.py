@@ -205,8 +205,8 @@ def test_one_trace_serves_calls_with_other_seeds_and_sizes() -> None:
     ).get()  # fmt: skip
     traces = fn.experimental_get_tracing_count()
     for seed, n in ((2, 60), (3, 50), (4, 45)):
+        obs_n = {"l": dpsgd.loss_observer([0, 1])}
         dpsgd.train_trials(
-            model, X[:n], y[:n], np.ones((4, n), bool), cfg, seed=seed, observers={"l": dpsgd.loss_observer([0, 1])},
-            chunk_size=4,
-        )  # fmt: skip
+            model, X[:n], y[:n], np.ones((4, n), bool), cfg, seed=seed, observers=obs_n, chunk_size=4
+        )
     assert fn.experimental_get_tracing_count() <= traces + 1  # at most one relaxation of N

@@ -33,8 +33,9 @@ for q in (1.0, 0.3):
     out += [p.ravel() for p in r.params]
 adult = models.mlp("a", 104, 2, (6, 6))
 Xa = (rng.random((1001, 104)) < 0.12).astype(np.float32)
-r = dpsgd.train_trials(adult, Xa, y[:1001] % 2, np.ones((150, 1001), bool), dpsgd.DPSGDConfig(3.0, 2.0, 0.1, 3),
-                       tracked=dpsgd.TrackedRecords((0, 1000), (1.0, -1.0)))
+cfg = dpsgd.DPSGDConfig(3.0, 2.0, 0.1, 3)
+tracked = dpsgd.TrackedRecords((0, 1000), (1.0, -1.0))
+r = dpsgd.train_trials(adult, Xa, y[:1001] % 2, np.ones((150, 1001), bool), cfg, tracked=tracked)
 out += [p.ravel() for p in r.params]
 cnn = models.cnn("c", (20, 20, 1), 3, (4, 4))
 Xc = rng.normal(size=(30, 20, 20, 1)).astype(np.float32)
