@@ -320,15 +320,21 @@ _SLOT_BATCH, _SLOT_INJECTED, _SLOT_INJECTOR = 4095, 4094, 4093
 
 
 def default_chunk_size(
-    model: Model, num_examples: int, cache_floats: float = 2e6, memory_floats: float = 3e8
+    model: Model,
+    num_examples: int,
+    cache_floats: float = 2e6,
+    memory_floats: float = 3e8,
+    gathered: bool = False,
 ) -> int:
     """Trials per chunk: activations of about ``cache_floats`` per chunk (measured on 2 CPU cores,
     adult and digits MLPs: 50–250 trials per chunk ran 1.3–2× faster than 800–1000, which spill
     the caches), at least 16 trials, and never more than ``memory_floats`` of (over-)estimated
     working memory (mnist CNN, |D| = 100: 17 trials, ~1.8 GB resident; 24 trials ran 1.7× faster
     per trial than 3). ``num_examples`` is the number of rows evaluated per step (for gathered
-    Poisson batches the padded batch size, not N)."""
-    act = model.activation_size() * max(num_examples, 1)
+    Poisson batches the padded batch size, not N; ``gathered`` also counts the per-trial copy of
+    the inputs that gathering makes)."""
+    per_example = model.activation_size() + (math.prod(model.input_shape) if gathered else 0)
+    act = per_example * max(num_examples, 1)
     by_cache = int(cache_floats // act)
     by_memory = int(memory_floats // (4 * act + 6 * model.num_params))
     return max(1, min(max(16, by_cache), by_memory))
@@ -839,10 +845,9 @@ def train_trials(
     rows_per_step = len(X)
     if gathered:
         rows_per_step = poisson_batch_bound(int(sizes.max()) if T else 0, cfg.sampling_rate)
-        # Gathered batches measured fastest in small chunks (adult, q = 0.1 of 2000, 2 cores:
-        # 0.18–0.24 ms per trial-step with 16–64 trials per chunk, 0.43 with 256).
-    cache = 1e6 if gathered else 2e6
-    size = chunk_size or strat.chunk_size or default_chunk_size(model, rows_per_step, cache_floats=cache)
+        # Gathered batches: chunks sized by the padded batch, not N (adult, q = 0.1 of 2000, 2 cores:
+        # 0.16–0.19 ms per trial-step with 32–128 trials per chunk, 0.43 with 256).
+    size = chunk_size or strat.chunk_size or default_chunk_size(model, rows_per_step, gathered=gathered)
     num_chunks = max(1, math.ceil(T / size))
     size = math.ceil(T / num_chunks) if T else 0
 
