@@ -274,8 +274,15 @@ def test_loss_observer_records_canary_losses_before_each_update() -> None:
     p0 = model.init(2, seed=1)
     cfg = dpsgd.DPSGDConfig(1.0, 0.0, 0.5, 3)
     canaries = [0, 5]
-    res = train(model, X, y, np.ones((2, 12), bool), cfg, init_params=p0,
-                observers={"canary": dpsgd.loss_observer(canaries)})
+    res = train(
+        model,
+        X,
+        y,
+        np.ones((2, 12), bool),
+        cfg,
+        init_params=p0,
+        observers={"canary": dpsgd.loss_observer(canaries)},
+    )
     recorded = res.records["canary"]
     assert recorded.shape == (2, 3, 2)
     np.testing.assert_allclose(recorded[:, 0], model.losses(p0, X, y)[:, canaries], rtol=1e-5)
