@@ -9,8 +9,8 @@ layers (norm identity ‖a δᵀ‖ = ‖a‖·‖δ‖) and, for convolutions, 
 (``tf.image.extract_patches``) or, for inputs with few channels, one depthwise filter gradient.
 Forward passes of convolutions are native convolutions where the trial count allows it. Sums over
 examples run in fixed blocks (:func:`contract_examples`) so that results do not depend on the
-number of intra-op threads. :meth:`Model.input_gradients` gives ∇_x ℓ for crafting inputs. Keras and TF Privacy have no multi-trial layers and no Conv2D entry in the
-fast-clipping registry (TF Privacy 0.9.0), hence these hand-written layers.
+number of intra-op threads. :meth:`Model.input_gradients` gives ∇_x ℓ for crafting inputs. Keras and
+TF Privacy have no multi-trial layers and no Conv2D fast-clipping entry (0.9.0), hence these layers.
 
 There is deliberately no batch normalisation: it mixes examples inside a batch, so an example's
 gradient would depend on the others and per-example clipping would no longer bound one record's
