@@ -5,9 +5,12 @@ one vectorized computation on a shared set of examples. Each trainable layer als
 compute, from its input activations ``a`` and the per-example gradient ``δ`` of the loss with
 respect to its pre-activation output, the squared norm of every example's parameter gradient and
 the sum of clipped per-example gradients, without materialising per-example gradients for dense
-layers (norm identity ‖a δᵀ‖ = ‖a‖·‖δ‖) and from input patches (``tf.image.extract_patches``)
-for convolutions. Keras and TF Privacy have no multi-trial layers and no Conv2D entry in the
-fast-clipping registry (TF Privacy 0.9.0), hence these hand-written layers.
+layers (norm identity ‖a δᵀ‖ = ‖a‖·‖δ‖) and, for convolutions, from input patches
+(``tf.image.extract_patches``) or, for inputs with few channels, one depthwise filter gradient.
+Forward passes of convolutions are native convolutions where the trial count allows it. Sums over
+examples run in fixed blocks (:func:`contract_examples`) so that results do not depend on the
+number of intra-op threads. :meth:`Model.input_gradients` gives ∇_x ℓ for crafting inputs. Keras and
+TF Privacy have no multi-trial layers and no Conv2D fast-clipping entry (0.9.0), hence these layers.
 
 There is deliberately no batch normalisation: it mixes examples inside a batch, so an example's
 gradient would depend on the others and per-example clipping would no longer bound one record's
