@@ -38,7 +38,7 @@ def section(
     columns = ["defence", "test accuracy", "most vulnerable type"]
     for level in levels:
         columns += [f"canary TPR @{_pct(level)}", f"population TPR @{_pct(level)}"]
-    columns += ["ε lower (per model)", "ε lower (pooled)", "ε PLD"]
+    columns += ["ε lower (per model)", "ε lower (pooled)", "ε upper (tightest accountant)"]
     rows = []
     for name, info in ctx["defences"].items():
         entry = defences[name]
@@ -47,11 +47,12 @@ def section(
         for level in levels:
             tag = level_tag(level)
             row += [round(head[f"canary_tpr_{tag}"], 4), round(head[f"population_tpr_{tag}"], 4)]
-        pld = entry.get("epsilon_upper", {}).get("pld")
+        uppers = entry.get("epsilon_upper", {})
+        tightest = min(uppers.values()) if uppers else None
         row += [
             round(entry["epsilon_lower"]["best_per_model"], 3),
             round(entry["epsilon_lower"]["best_pooled"], 3),
-            "∞" if pld is None else float(f"{pld:.4g}"),
+            "∞" if tightest is None else float(f"{tightest:.4g}"),
         ]
         rows.append(row)
     tables = [
