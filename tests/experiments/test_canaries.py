@@ -180,3 +180,19 @@ def test_end_to_end_mislabeled_canaries_leak_more_and_dp_bounds_stay_valid(tmp_p
     assert dp["epsilon_lower"]["best_per_model"] <= min(dp["epsilon_upper"].values())
     assert (tmp_path / "plots/digits-canaries/roc.csv").is_file()
     assert dataclasses.is_dataclass(get_experiment("canaries").config_from_params(params))
+
+
+def test_readme_recipes_pass_the_check_stage(repo_root: Path) -> None:
+    """The README's mnist and 500-canary recipes (the `-S` overrides applied) pass `check_params`."""
+    params = load_params(repo_root / "params.yaml")
+    params["data"]["datasets"] = ["adult", "digits", "mnist"]
+    params["audits"]["mnist-canaries"] = {"dataset": "mnist", "experiment": "canaries"}
+    params["canaries"]["train"].update(models=16, epochs=10)
+    digits = params["canaries"]["datasets"]["digits"]
+    digits.update(
+        base=700, canaries={"mislabeled": 200, "blank": 50, "ood": 50, "duplicates": 50, "clean": 150}
+    )
+    params["canaries"]["attack"].update(augment=True, confidence="hinge")
+    audits = pipeline.check_params(params)
+    assert "mnist-canaries" in {a.name for a in audits}
+    assert params["data"]["prepare"]["mnist"]["pool"] == "test"
