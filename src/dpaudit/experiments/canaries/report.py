@@ -18,7 +18,7 @@ from dpaudit.report.spec import FigureSpec, ReportSection, TableSpec
 SCORES = {
     "canary_tpr": "TPR on the most vulnerable canaries",
     "population_tpr": "TPR population-style (clean records)",
-    "ratio": "canary / population TPR",
+    "ratio": "canary / population TPR (population floored at one decision, 1/n)",
 }
 
 
