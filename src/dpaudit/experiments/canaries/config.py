@@ -1,0 +1,189 @@
+"""The ``canaries:`` section of params.yaml, split by the stage that reads it.
+
+Sample-level evaluation of Aerni et al. (:data:`dpaudit.references.AERNI`) with LiRA (Carlini et
+al. 2022, "Membership inference attacks from first principles", arXiv 2112.03570):
+
+- ``train``: the M models of every defence (seed, δ, Poisson rate q, epochs, learning rates, the
+  DP-SGD clipping norm and noise multipliers, the utility-first noise multiplier).
+- ``datasets.<ds>``: the audit set (how many canaries of each type, the number of always-in
+  records, layer widths, the out-of-distribution kind, the duplicate count); only
+  ``train@<ds>-canaries`` reads its own entry.
+- ``attack``: LiRA's confidence (logit-scaled or hinge), variance (per-sample or global) and query
+  augmentations.
+- ``bounds``: the auditor's joint confidence and the FPR levels of the TPR table.
+
+Defaults live here, in the dataclasses; ``params.yaml`` repeats them and a test checks that the two
+agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from dpaudit.config import ParamsError, from_mapping, require, section
+
+#: Canary types, in the order of the audit set (Aerni et al. §4: mislabeled, blank, OOD, duplicates)
+#: and ``clean``, unmodified random records: the population-style view.
+CANARY_TYPES = ("mislabeled", "blank", "ood", "duplicates", "clean")
+OodKind = Literal["noise", "inverted"]
+Confidence = Literal["logit", "hinge"]
+Variance = Literal["per_sample", "global"]
+
+#: Largest number of steps (epochs / q) a defence may ask for.
+MAX_STEPS = 100_000
+
+
+@dataclass(frozen=True)
+class CanaryCounts:
+    """How many canaries of each type: K is their sum (default 200; Aerni et al. use 500)."""
+
+    mislabeled: int = 60
+    blank: int = 20
+    ood: int = 20
+    duplicates: int = 20
+    clean: int = 80
+
+    def __post_init__(self) -> None:
+        for name in CANARY_TYPES:
+            value = getattr(self, name)
+            require(value >= 0, name, value, "must be >= 0")
+        require(self.clean >= 1, "clean", self.clean, "need clean canaries for the population-style view")
+        require(self.total >= 2, "total", self.total, "need at least 2 canaries")
+
+    @property
+    def total(self) -> int:
+        return sum(int(getattr(self, name)) for name in CANARY_TYPES)
+
+    def as_dict(self) -> dict[str, int]:
+        return {name: int(getattr(self, name)) for name in CANARY_TYPES}
+
+
+@dataclass(frozen=True)
+class DatasetSettings:
+    """The audit set of one dataset.
+
+    ``base`` records (drawn from D ∪ U) are in every model; the canaries come from the rest of the
+    pool; test accuracy is measured on the prepared evaluation split. ``ood``: ``noise`` = uniform
+    noise inputs with random labels, ``inverted`` = 1 − x with the record's true label.
+    ``duplicate_copies``: how many times each ``duplicates`` canary (a clean record) is repeated.
+    """
+
+    base: int = 1000
+    canaries: CanaryCounts = field(default_factory=CanaryCounts)
+    hidden: tuple[int, ...] | None = None
+    ood: OodKind = "noise"
+    duplicate_copies: int = 4
+
+    def __post_init__(self) -> None:
+        require(self.base >= 10, "base", self.base, "need at least 10 always-in records")
+        require(
+            self.hidden is None or (len(self.hidden) >= 1 and all(h >= 1 for h in self.hidden)),
+            "hidden",
+            None if self.hidden is None else list(self.hidden),
+            "must be null or list at least one layer width, each >= 1",
+        )
+        require(self.duplicate_copies >= 2, "duplicate_copies", self.duplicate_copies, "must be >= 2")
+
+
+@dataclass(frozen=True)
+class TrainParams:
+    """The M models of every defence, each canary in exactly M/2 of them (Aerni et al. §3).
+
+    Undefended models train without clipping or noise at ``learning_rate``; DP-SGD models
+    (Abadi et al.) clip to ``clip_norm`` and add noise ``noise_multipliers`` × C, plus one
+    utility-first setting (``utility_first_noise``, ε far above 1000), at ``dp_learning_rate``.
+    """
+
+    seed: int = 0
+    models: int = 64
+    delta: float = 1e-5
+    sampling_rate: float = 0.1
+    epochs: float = 30.0
+    learning_rate: float = 1.0
+    dp_learning_rate: float = 2.0
+    clip_norm: float = 1.0
+    noise_multipliers: tuple[float, ...] = (0.5, 2.0)
+    utility_first_noise: float | None = 0.1
+
+    def __post_init__(self) -> None:
+        require(self.models >= 8 and self.models % 2 == 0, "models", self.models, "must be even and >= 8")
+        require(0 < self.delta < 1, "delta", self.delta, "must lie in (0, 1)")
+        require(0 < self.sampling_rate <= 1, "sampling_rate", self.sampling_rate, "must lie in (0, 1]")
+        require(self.epochs > 0, "epochs", self.epochs, "must be > 0")
+        require(
+            self.epochs / self.sampling_rate <= MAX_STEPS,
+            "epochs",
+            self.epochs,
+            f"epochs / sampling_rate must be at most {MAX_STEPS} steps",
+        )
+        require(self.learning_rate > 0, "learning_rate", self.learning_rate, "must be > 0")
+        require(self.dp_learning_rate > 0, "dp_learning_rate", self.dp_learning_rate, "must be > 0")
+        require(self.clip_norm > 0, "clip_norm", self.clip_norm, "must be > 0")
+        require(
+            all(z > 0 for z in self.noise_multipliers),
+            "noise_multipliers",
+            list(self.noise_multipliers),
+            "every noise multiplier must be > 0",
+        )
+        require(
+            self.utility_first_noise is None or self.utility_first_noise > 0,
+            "utility_first_noise",
+            self.utility_first_noise,
+            "must be null or > 0",
+        )
+
+
+@dataclass(frozen=True)
+class AttackParams:
+    """LiRA (Carlini et al. 2022, Algorithm 1) and the label-only attack on the heuristic.
+
+    ``confidence``: which confidence the headline LiRA uses (both are always computed);
+    ``variance``: per-sample (per canary) or global σ; ``augment``: average over query
+    augmentations (the input and its four one-pixel shifts, image data only).
+    """
+
+    confidence: Confidence = "logit"
+    variance: Variance = "per_sample"
+    augment: bool = False
+
+
+@dataclass(frozen=True)
+class BoundsParams:
+    """The scores auditor's joint confidence and the FPR levels of the TPR table."""
+
+    confidence: float = 0.95
+    fpr_levels: tuple[float, ...] = (0.001, 0.01, 0.05)
+
+    def __post_init__(self) -> None:
+        require(0 < self.confidence < 1, "confidence", self.confidence, "must lie in (0, 1)")
+        require(
+            len(self.fpr_levels) >= 1 and all(0 < f < 1 for f in self.fpr_levels),
+            "fpr_levels",
+            list(self.fpr_levels),
+            "must list levels in (0, 1)",
+        )
+
+
+@dataclass(frozen=True)
+class CanariesConfig:
+    """The whole ``canaries:`` section."""
+
+    datasets: dict[str, DatasetSettings]
+    train: TrainParams = field(default_factory=TrainParams)
+    attack: AttackParams = field(default_factory=AttackParams)
+    bounds: BoundsParams = field(default_factory=BoundsParams)
+
+    def settings_for(self, dataset: str) -> DatasetSettings:
+        if dataset not in self.datasets:
+            raise ParamsError(
+                f"params: missing key 'canaries.datasets.{dataset}' "
+                f"(have: {', '.join(sorted(self.datasets))})"
+            )
+        return self.datasets[dataset]
+
+
+def config_from_params(params: Mapping[str, Any]) -> CanariesConfig:
+    """Validate ``params['canaries']`` and build the typed config (unknown keys refused by name)."""
+    return from_mapping(CanariesConfig, section(params, "canaries"), "canaries")
