@@ -6,9 +6,10 @@ written to that file (and run by the next ``bash`` block), a ``yaml`` block is m
 settings are shrunk to seconds (``TINY``), the Keras model trains for fewer epochs, the default
 audits of the built-in datasets are dropped and digits stays as a second dataset without audits, so
 that "only that dataset's stages" can be checked. The membership audit of step 2 is left to
-``tests/data/test_custom_pipeline.py`` (the same stages in-process): each DVC stage pays a
-TensorFlow start-up, and the walkthrough's own point is the custom and target stages. Then: the data change marks exactly
-``download-custom@cancer`` stale, and ``dvc metrics diff`` reports changed metrics.
+``tests/data/test_custom_pipeline.py`` (same stages, in-process): each DVC stage pays a
+TensorFlow start-up, and the walkthrough's own point is the custom and target stages. Then: the
+data change marks exactly ``download-custom@cancer`` stale, and ``dvc metrics diff`` reports
+changed metrics.
 """
 
 from __future__ import annotations

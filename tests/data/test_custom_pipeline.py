@@ -64,7 +64,7 @@ def params_for(path: Path, **entry: Any) -> dict[str, Any]:
 def refused(params: dict[str, Any], tmp_path: Path) -> str:
     """Run the check stage's body; it must fail and leave no marker behind. Returns the message."""
     out = tmp_path / "check" / "params.ok"
-    with pytest.raises((CustomDataError, ParamsError, ValueError)) as info:
+    with pytest.raises((CustomDataError, DvcDigestError, ParamsError, ValueError)) as info:
         pipeline.run_check(params, out_path=out)
     assert not out.exists() and not out.parent.exists()
     return str(info.value)
@@ -169,25 +169,35 @@ def test_download_stage_verifies_and_leaves_nothing_on_a_mismatch(tmp_path: Path
     assert not other.exists()
 
 
-def test_identifiability_runs_on_a_custom_dataset(tmp_path: Path) -> None:
-    """Custom stages (download, prepare with provenance, sensitivity with the spec's measure), then
-    the identifiability audit's stages, tiny, through the pipeline runner."""
+@pytest.fixture(scope="module")
+def custom_repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    """The custom stages (download, prepare with provenance, sensitivity with the spec's measure) in a
+    temporary root, and params with a tiny identifiability and membership audit on the dataset."""
     from dpaudit.data.prepared import PreparedData
     from dpaudit.io import read_json
     from dpaudit.sensitivity.search import SensitivityConfig, run_sensitivity
 
-    path = write_tracked(cancer_frame(200), tmp_path / "cancer.csv")
+    tmp = tmp_path_factory.mktemp("custom")
+    path = write_tracked(cancer_frame(200), tmp / "cancer.csv")
     params = params_for(path, measure="euclidean", train_size=40, eval_size=40)
-    params["audits"] = {"cancer-identifiability": {"dataset": "cancer", "experiment": "identifiability"}}
+    params["audits"] = {
+        "cancer-identifiability": {"dataset": "cancer", "experiment": "identifiability"},
+        "cancer-membership": {"dataset": "cancer", "experiment": "membership"},
+    }
     params["identifiability"]["train"].update(
         {"rho_beta": [0.9], "sensitivities": ["global"], "neighbours": ["unbounded"], "trials": 20,
          "epochs": 2, "candidate_trials": 0}
     )
     params["identifiability"]["datasets"]["cancer"] = {"hidden": [4]}
+    params["membership"]["train"].update(
+        {"repeats": 1, "dpsgd": {"sampling_rate": 0.5, "epochs": 2, "noise_multipliers": [1.0],
+                                 "target_epsilons": []},
+         "baselines": {"epochs": [2], "sampling_rate": 0.5}, "xgboost": {"enabled": False}}
+    )
+    params["membership"]["datasets"]["cancer"] = {"members": 50, "nonmembers": 50, "hidden": [4]}
     pipeline.check_params(params)
-    config = DataConfig.from_params(params)
-    spec = config.custom_spec("cancer")
-    root = tmp_path / "repo"
+    spec = DataConfig.from_params(params).custom_spec("cancer")
+    root = tmp / "repo"
     download_custom(spec, root / "data" / "raw" / "cancer")
     prepared, provenance = prepare_custom_stage(spec, root / "data" / "raw" / "cancer",
                                                 root / "data" / "prepared" / "cancer.npz")
@@ -197,8 +207,19 @@ def test_identifiability_runs_on_a_custom_dataset(tmp_path: Path) -> None:
                              SensitivityConfig.from_params(params),
                              root / "data" / "sensitivity" / "cancer.json", measure=spec.measure)
     assert result.measure == "euclidean" and len(prepared.train_idx) == 40
+    return root, params
+
+
+@pytest.mark.parametrize("experiment", ["identifiability", "membership"])
+def test_every_experiment_runs_on_a_custom_dataset(
+    custom_repo: tuple[Path, dict[str, Any]], experiment: str
+) -> None:
+    from dpaudit.io import read_json
+
+    root, params = custom_repo
+    name = f"cancer-{experiment}"
     for run in (pipeline.run_train, pipeline.run_losses, pipeline.run_attack, pipeline.run_bounds):
-        run(params, "cancer-identifiability", root=root)
-    metrics = read_json(root / "metrics" / "cancer-identifiability.json")
+        run(params, name, root=root)
+    metrics = read_json(root / "metrics" / f"{name}.json")
     leaves = list(pd.json_normalize(metrics).iloc[0])
     assert leaves and all(np.isfinite(float(v)) for v in leaves)
