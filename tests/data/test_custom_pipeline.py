@@ -223,3 +223,28 @@ def test_every_experiment_runs_on_a_custom_dataset(
     metrics = read_json(root / "metrics" / f"{name}.json")
     leaves = list(pd.json_normalize(metrics).iloc[0])
     assert leaves and all(np.isfinite(float(v)) for v in leaves)
+
+
+def test_model_choice_layer_list_and_keras_file(tmp_path: Path) -> None:
+    """Architectures for custom datasets from params (``model: {layers: …}`` / ``{keras: …}``)."""
+    import tensorflow as tf
+
+    from dpaudit.experiments.modelling import build_model
+    from dpaudit.training.keras_import import UnsupportedLayerError
+
+    listed = build_model("cancer", (30,), 2, None, {"layers": [{"type": "dense", "units": 8}]})
+    assert listed.param_shapes == ((30, 8), (8,), (8, 2), (2,))
+    keras = tf.keras.Sequential([tf.keras.Input(shape=(30,)), tf.keras.layers.Dense(5, activation="relu"),
+                                 tf.keras.layers.Dense(2, activation="softmax")])
+    keras.save(tmp_path / "arch.keras")
+    (tmp_path / "arch.json").write_text(keras.to_json())
+    for name in ("arch.keras", "arch.json"):
+        mapped = build_model("cancer", (30,), 2, None, {"keras": str(tmp_path / name)})
+        assert mapped.param_shapes == ((30, 5), (5,), (5, 2), (2,))
+    with pytest.raises(ParamsError, match=r"'m.keras'.*\(30,\).*\(12,\)"):
+        build_model("cancer", (12,), 2, None, {"keras": str(tmp_path / "arch.keras")}, where="m")
+    with pytest.raises(UnsupportedLayerError, match=r"m.layers\[1\].*BatchNormalization|batch"):
+        layers = [{"type": "dense", "units": 4}, {"type": "batchnorm"}]
+        build_model("cancer", (30,), 2, None, {"layers": layers}, where="m")
+    with pytest.raises(ParamsError, match="exactly one"):
+        build_model("cancer", (30,), 2, None, {"layers": [{"type": "dense", "units": 4}], "keras": "a.keras"})
