@@ -188,13 +188,18 @@ def custom_repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[st
         {"rho_beta": [0.9], "sensitivities": ["global"], "neighbours": ["unbounded"], "trials": 20,
          "epochs": 2, "candidate_trials": 0}
     )
-    params["identifiability"]["datasets"]["cancer"] = {"hidden": [4]}
+    # Architectures from params through modelling.build_model: a layer list for each experiment.
+    params["identifiability"]["datasets"]["cancer"] = {
+        "hidden": [4], "model": {"layers": [{"type": "dense", "units": 3}]}
+    }
     params["membership"]["train"].update(
         {"repeats": 1, "dpsgd": {"sampling_rate": 0.5, "epochs": 2, "noise_multipliers": [1.0],
                                  "target_epsilons": []},
          "baselines": {"epochs": [2], "sampling_rate": 0.5}, "xgboost": {"enabled": False}}
     )
-    params["membership"]["datasets"]["cancer"] = {"members": 50, "nonmembers": 50, "hidden": [4]}
+    params["membership"]["datasets"]["cancer"] = {
+        "members": 50, "nonmembers": 50, "model": {"layers": [{"type": "dense", "units": 5}]}
+    }
     pipeline.check_params(params)
     spec = DataConfig.from_params(params).custom_spec("cancer")
     root = tmp / "repo"
@@ -220,6 +225,8 @@ def test_every_experiment_runs_on_a_custom_dataset(
     name = f"cancer-{experiment}"
     for run in (pipeline.run_train, pipeline.run_losses, pipeline.run_attack, pipeline.run_bounds):
         run(params, name, root=root)
+    manifest = read_json(root / "data" / "train" / "cancer" / experiment / "manifest.json")
+    assert manifest["facts"]["model"]["layers"][0]["type"] == "dense"
     metrics = read_json(root / "metrics" / f"{name}.json")
     leaves = list(pd.json_normalize(metrics).iloc[0])
     assert leaves and all(np.isfinite(float(v)) for v in leaves)
