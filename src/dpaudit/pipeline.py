@@ -56,7 +56,8 @@ def _audit(key: str, raw: Any, datasets: list[str], known: Mapping[str, Experime
         entry.dataset in datasets,
         f"{where}.dataset",
         entry.dataset,
-        f"must also be listed in data.datasets {datasets} so that it is downloaded and prepared",
+        f"must also be listed in data.datasets or declared under data.custom ({datasets}) so that it "
+        "is downloaded and prepared",
     )
     expected = audit_key(entry.dataset, entry.experiment)
     require(
@@ -69,6 +70,14 @@ def _audit(key: str, raw: Any, datasets: list[str], known: Mapping[str, Experime
     return Audit(dataset=entry.dataset, experiment=entry.experiment)
 
 
+def _datasets(params: Mapping[str, Any]) -> list[str]:
+    """Names an audit may use: ``data.datasets``, the user's own ``data.custom`` datasets and the
+    audited models of ``target.datasets`` (each prepared as a dataset by ``target-prepare@<name>``)."""
+    data = section(params, "data")
+    target = params.get("target") if isinstance(params.get("target"), Mapping) else {}
+    return [*(data.get("datasets") or []), *(data.get("custom") or {}), *(target.get("datasets") or {})]
+
+
 def audits_from_params(params: Mapping[str, Any]) -> list[Audit]:
     """Every audit of ``params['audits']``, validated, in the file's order.
 
@@ -79,7 +88,7 @@ def audits_from_params(params: Mapping[str, Any]) -> list[Audit]:
     it is downloaded and prepared) and the experiment must be registered.
     """
     audits = section(params, "audits")
-    datasets = list(section(params, "data").get("datasets") or [])
+    datasets = _datasets(params)
     known = registry()
     return [_audit(str(key), raw, datasets, known) for key, raw in audits.items()]
 
@@ -89,7 +98,7 @@ def audit_from_params(params: Mapping[str, Any], name: str, root: Path = Path(".
     audits = section(params, "audits")
     if name not in audits:
         raise ParamsError(f"params: audit '{name}' is not listed under 'audits' (known: {', '.join(audits)})")
-    datasets = list(section(params, "data").get("datasets") or [])
+    datasets = _datasets(params)
     audit = _audit(name, audits[name], datasets, registry())
     return Audit(dataset=audit.dataset, experiment=audit.experiment, root=root)
 
@@ -124,6 +133,7 @@ def check_params(params: Mapping[str, Any]) -> list[Audit]:
             sizes.eval_size,
             "must be >= 1: every audit measures utility (test accuracy, AUROC) on the evaluation set",
         )
+    data.check_custom_files()  # the user's files: DVC digest and content, before any work
     SensitivityConfig.from_params(params)
     report_config(params)
     audits = audits_from_params(params)
@@ -132,6 +142,9 @@ def check_params(params: Mapping[str, Any]) -> list[Audit]:
     for name, experiment in registry().items():
         if name in params or name in used:
             configs[name] = experiment.config_from_params(params)
+            check_inputs = getattr(experiment, "check_inputs", None)
+            if check_inputs is not None:  # an experiment's own input files (e.g. target's model)
+                check_inputs(configs[name])
     for audit in audits:
         datasets = getattr(configs[audit.experiment], "datasets", None)
         if datasets is not None and audit.dataset not in datasets:

@@ -482,3 +482,66 @@ def _plain(value: Any) -> str | int | float | bool:
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
     return value if isinstance(value, str | int | float | bool) else str(value)
+
+
+# ------------------------------------------------------------------------------------- the stages
+
+
+def provenance_path(prepared_path: str | Path) -> Path:
+    """Where the prepare stage writes a custom dataset's provenance: next to ``<name>.npz``."""
+    prepared_path = Path(prepared_path)
+    return prepared_path.with_name(f"{prepared_path.stem}.provenance.json")
+
+
+def download_custom(spec: CustomDatasetSpec, out_dir: str | Path) -> str:
+    """``download-custom@<name>``: verify the file against its ``.dvc`` digest and copy it into ``out_dir``.
+
+    ``out_dir`` (``data/raw/<name>/``) receives the verified copy under the file's own name and a
+    ``manifest.json`` recording the source path, the md5 ``dvc add`` recorded, the sha256 and the
+    size. Everything is written atomically: a mismatch leaves no ``out_dir`` behind. Returns the md5.
+    """
+    import shutil
+
+    from dpaudit.data.registry import MANIFEST_NAME
+    from dpaudit.io import atomic_directory, write_json
+
+    source = Path(spec.path)
+    md5 = verify_against_dvc(source)
+    sha256 = hashlib.sha256(source.read_bytes()).hexdigest()
+    with atomic_directory(out_dir) as tmp:
+        shutil.copyfile(source, tmp / source.name)
+        write_json(
+            tmp / MANIFEST_NAME,
+            {
+                "dataset": spec.name,
+                "source": str(source),
+                "file": source.name,
+                "md5": md5,
+                "sha256": sha256,
+                "size": source.stat().st_size,
+                "note": f"your own data: {source} (DVC md5 {md5}), verified against {source}.dvc",
+            },
+        )
+    return md5
+
+
+def prepare_custom_stage(
+    spec: CustomDatasetSpec, raw_dir: str | Path, out_path: str | Path
+) -> tuple[PreparedData, dict[str, Any]]:
+    """``prepare-custom@<name>``: :func:`prepare_custom` on the verified copy in ``raw_dir``; write the
+    prepared ``out_path`` (``.npz``) and its provenance JSON (:func:`provenance_path`) atomically.
+
+    The provenance names the user's file (``spec.path``), not the copy, and its DVC md5.
+    """
+    from dataclasses import replace
+
+    from dpaudit.io import write_json
+
+    copy = Path(raw_dir) / Path(spec.path).name
+    if not copy.is_file():
+        raise FileNotFoundError(f"{copy} does not exist: run `dvc repro download-custom@{spec.name}` first")
+    prepared, provenance = prepare_custom(replace(spec, path=str(copy)))
+    provenance = {**provenance, "file": str(spec.path), "verified_copy": str(copy)}
+    prepared.save(out_path)
+    write_json(provenance_path(out_path), provenance)
+    return prepared, provenance

@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from dpaudit.config import from_mapping, require, section
+from dpaudit.config import ParamsError, _RangeError, from_mapping, require, section
 from dpaudit.data.prepared import PreparedData
 from dpaudit.data.registry import DATASET_NAMES, get_dataset
+
+if TYPE_CHECKING:
+    from dpaudit.data.custom import CustomDatasetSpec
 
 log = logging.getLogger(__name__)
 
@@ -51,18 +54,55 @@ class PrepareSection:
 
 
 @dataclass(frozen=True)
+class CustomEntry:
+    """One ``data.custom.<name>`` entry: the user's own DVC-tracked file (see :class:`CustomDatasetSpec`).
+
+    ``path`` is a CSV, Parquet or NPZ file tracked with ``dvc add``; ``label`` its label column (NPZ:
+    the labels array, ``features`` the feature array); ``categorical`` / ``numeric`` declare column
+    types (others are auto-detected); ``train_size`` / ``eval_size`` the sizes of D and of the
+    evaluation set; ``measure`` the tabular dissimilarity measure of the sensitivity search;
+    ``seed`` the split seed (null: ``data.seed``).
+    """
+
+    path: str
+    label: str
+    train_size: int
+    eval_size: int
+    measure: str = "manhattan"
+    categorical: tuple[str, ...] = ()
+    numeric: tuple[str, ...] = ()
+    features: str = "features"
+    seed: int | None = None
+
+
+@dataclass(frozen=True)
 class DataConfig:
-    """The ``data`` section of ``params.yaml``: mirror, seed, enabled datasets, per-dataset sizes."""
+    """The ``data`` section of ``params.yaml``: mirror, seed, enabled datasets, per-dataset sizes.
+
+    ``custom`` declares the user's own datasets by name (default: none). They are *not* listed in
+    ``datasets``: each has its own DVC stages (``download-custom@<name>``, ``prepare-custom@<name>``,
+    ``sensitivity-custom@<name>``), whose download stage depends on the data file itself, so
+    ``dvc add`` of a new version reruns exactly that dataset's stages (README, "Audit your own data
+    and model"). Audits may name a built-in dataset of ``datasets`` or a custom one.
+    """
 
     mirror: str | None = None
     seed: int = 0
     datasets: tuple[str, ...] = ("adult", "digits")
     prepare: PrepareSection = field(default_factory=PrepareSection)
+    custom: dict[str, CustomEntry] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         known = f"one of {list(DATASET_NAMES)}"
         for i, name in enumerate(self.datasets):
+            if name in self.custom:
+                require(False, f"data.datasets[{i}]", name,
+                        f"is a custom dataset (data.custom.{name}): custom datasets have their own "
+                        f"stages (download-custom@{name}, ...) and are not listed in data.datasets; "
+                        f"remove it from data.datasets")
             require(name in DATASET_NAMES, f"data.datasets[{i}]", name, f"must be {known}")
+        for name in self.custom:
+            self.custom_spec(name)  # validates the entry, errors name data.custom.<name>.<key>
         unique = len(set(self.datasets)) == len(self.datasets)
         require(unique, "data.datasets", list(self.datasets), "must not repeat a dataset")
         require(self.seed >= 0, "data.seed", self.seed, "must be >= 0")
@@ -76,6 +116,46 @@ class DataConfig:
     def from_params(cls, params: Mapping[str, Any]) -> DataConfig:
         """Build and validate from the whole params mapping (reads its ``data`` section)."""
         return from_mapping(cls, section(params, "data"), "data")
+
+    @property
+    def all_datasets(self) -> tuple[str, ...]:
+        """Every dataset the pipeline prepares: the built-in ``datasets``, then the ``custom`` ones."""
+        return (*self.datasets, *self.custom)
+
+    def custom_spec(self, name: str) -> CustomDatasetSpec:
+        """The validated :class:`CustomDatasetSpec` of ``data.custom.<name>`` (errors name the key)."""
+        where = f"data.custom.{name}"
+        if name not in self.custom:
+            raise ParamsError(
+                f"params: missing key '{where}' (custom datasets: {', '.join(self.custom) or 'none'})"
+            )
+        from dpaudit.data.custom import CustomDatasetSpec
+
+        entry = self.custom[name]
+        try:
+            spec = CustomDatasetSpec(name=str(name), seed=self.seed if entry.seed is None else entry.seed,
+                                     **{k: v for k, v in asdict(entry).items() if k != "seed"})
+        except _RangeError as exc:
+            raise _RangeError(f"{where}.{exc.key}", exc.value, exc.expectation) from None
+        require(spec.eval_size >= 1, f"{where}.eval_size", spec.eval_size,
+                "must be >= 1: every audit measures utility (test accuracy, AUROC) on the evaluation set")
+        return spec
+
+    def check_custom_files(self) -> None:
+        """Check every custom dataset's file before any work: it matches its ``.dvc`` digest and
+        loads (label column present, not empty, two classes or more, numeric columns numeric).
+        Raises :class:`~dpaudit.data.custom.CustomDataError` naming the file and the problem."""
+        from dpaudit.data.custom import load_custom, verify_against_dvc
+
+        for name in self.custom:
+            spec = self.custom_spec(name)
+            verify_against_dvc(spec.path)
+            features, labels = load_custom(spec)
+            rows = len(features)
+            require(spec.train_size + spec.eval_size < rows, f"data.custom.{name}.train_size",
+                    spec.train_size,
+                    f"train_size + eval_size = {spec.train_size} + {spec.eval_size} must leave pool rows "
+                    f"of the {rows} in {spec.path}")
 
     def prepare_for(self, name: str) -> PrepareConfig:
         """The ``data.prepare.<name>`` entry; an unknown dataset is a :class:`ParamsError`."""

@@ -333,9 +333,14 @@ def search_bounded(
     )
 
 
-def run_sensitivity(prepared: PreparedData, config: SensitivityConfig, out_path: Path) -> SensitivityResult:
-    """The ``sensitivity@<ds>`` stage: search D and U \\ D of ``prepared`` and write the result JSON."""
-    name = config.measure_for(prepared.name)
+def run_sensitivity(
+    prepared: PreparedData, config: SensitivityConfig, out_path: Path, measure: str | None = None
+) -> SensitivityResult:
+    """The ``sensitivity@<ds>`` stage: search D and U \\ D of ``prepared`` and write the result JSON.
+
+    ``measure`` overrides ``config.measures`` (a custom dataset's own ``data.custom.<name>.measure``).
+    """
+    name = measure if measure is not None else config.measure_for(prepared.name)
     try:
         measure = make_measure(name, kind=prepared.kind, record_shape=prepared.input_shape,
                                ssim_filter_size=config.ssim_filter_size, ssim_backend=config.ssim_backend)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from dpaudit.config import ParamsError, from_mapping, require, section
+from dpaudit.experiments.modelling import ModelChoice
 
 Sensitivity = Literal["global", "local"]
 Neighbours = Literal["bounded", "unbounded"]
@@ -39,6 +40,7 @@ class DatasetSettings:
     hidden: list[int]
     learning_rate: float | None = None
     trials: int | None = None
+    model: ModelChoice | None = None  # {layers: [...]} or {keras: path}: replaces hidden (modelling.py)
 
     def __post_init__(self) -> None:
         require(

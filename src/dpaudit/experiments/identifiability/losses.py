@@ -32,7 +32,8 @@ def _load_params(f: Any) -> list[np.ndarray]:
 def losses(config: IdentifiabilityConfig, audit: Audit, manifest: TrainManifest, out_path: Path) -> None:
     """Per setting and trial: loss of the tracked records, mean training loss, test accuracy."""
     prepared = PreparedData.load(audit.prepared_path)
-    model = build_model(prepared.name, prepared.input_shape, prepared.num_classes, manifest.facts["hidden"])
+    model = build_model(prepared.name, prepared.input_shape, prepared.num_classes, manifest.facts["hidden"],
+                        manifest.facts.get("model"))
     pop_info = read_json(audit.train_dir / POPULATION_FILE)
     order = sorted(pop_info["rows"].items(), key=lambda kv: kv[1])
     X, y = prepared.X[[int(g) for g, _ in order]], prepared.y[[int(g) for g, _ in order]]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +50,9 @@ def train(config: IdentifiabilityConfig, audit: Audit, out_dir: Path) -> TrainMa
     sens = SensitivityResult.load(audit.sensitivity_path)
     pop = sensitivity_population(prepared, sens)
     hidden = list(config.dataset(prepared.name).hidden)
-    model = build_model(prepared.name, prepared.input_shape, prepared.num_classes, hidden)
+    choice = config.dataset(prepared.name).model
+    model = build_model(prepared.name, prepared.input_shape, prepared.num_classes, hidden, choice,
+                        where=f"identifiability.datasets.{prepared.name}.model")
     learning_rate = config.learning_rate_for(prepared.name)
     delta = delta_for(tp, pop.n)
     k = tp.epochs
@@ -135,6 +138,7 @@ def train(config: IdentifiabilityConfig, audit: Audit, out_dir: Path) -> TrainMa
             "learning_rate": learning_rate,
             "reference_rho_beta": tp.reference_rho_beta,
             "hidden": hidden,
+            "model": None if choice is None else asdict(choice),
             "measure": sens.measure,
         },
         seconds=round(time.perf_counter() - started, 3),

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from dpaudit.config import ParamsError, from_mapping, require, section
+from dpaudit.experiments.modelling import ModelChoice
 
 Accountant = Literal["rdp", "pld", "naive", "advanced"]
 StrategyKind = Literal["dp", "nondp", "xgboost"]
@@ -52,6 +53,7 @@ class DatasetSettings:
     members: int
     nonmembers: int
     hidden: tuple[int, ...] | None = None
+    model: ModelChoice | None = None  # {layers: [...]} or {keras: path}: replaces hidden (modelling.py)
 
     def __post_init__(self) -> None:
         require(self.members >= 4, "members", self.members, "need at least 4 members")

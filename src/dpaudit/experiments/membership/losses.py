@@ -55,7 +55,8 @@ def losses(config: MembershipConfig, audit: Audit, manifest: TrainManifest, out_
     groups = sorted({s.group for s in strategies if s.kind != "xgboost"})
     if groups:
         model = build_model(
-            prepared.name, prepared.input_shape, prepared.num_classes, manifest.facts["hidden"]
+            prepared.name, prepared.input_shape, prepared.num_classes, manifest.facts["hidden"],
+            manifest.facts.get("model"),
         )
         for group in progress(groups, desc=f"losses {audit.name}", unit="group"):
             params, trial_strategy, trial_repeat = load_weights(audit.train_dir / f"weights-{group}.npz")

@@ -12,6 +12,7 @@ import logging
 import time
 import zlib
 from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -162,7 +163,9 @@ def train(config: MembershipConfig, audit: Audit, out_dir: Path) -> TrainManifes
     member_mask = np.stack([np.isin(population, m) for m in splits.members])  # [R, P]
     X_pop, y_pop = prepared.X[population], prepared.y[population]
     hidden = config.hidden_for(audit.dataset)
-    model = build_model(prepared.name, prepared.input_shape, prepared.num_classes, hidden)
+    choice = config.sizes_for(audit.dataset).model
+    model = build_model(prepared.name, prepared.input_shape, prepared.num_classes, hidden, choice,
+                        where=f"membership.datasets.{audit.dataset}.model")
     groups: dict[str, list[Strategy]] = {}
     for s in strategies:
         if s.kind != "xgboost":
@@ -211,6 +214,7 @@ def train(config: MembershipConfig, audit: Audit, out_dir: Path) -> TrainManifes
         facts={
             "num_classes": prepared.num_classes,
             "hidden": list(hidden) if hidden is not None else None,
+            "model": None if choice is None else asdict(choice),
             "calibration_accountant": tp.dpsgd.calibration_accountant,
             "poisson_sampling": True,
             "strategies": [s.to_dict() for s in strategies],
