@@ -305,7 +305,7 @@ def test_four_stages_end_to_end_on_a_small_synthetic_dataset(tmp_path: Path) -> 
     ]
     region = next(f for f in section.figures if f.id.endswith("region"))
     assert region.x_log and region.y_log and region.data == "plots/synthetic-membership/region.csv"
-    assert region.y == ["epsilon_lower_one_run", "epsilon_naive", "epsilon_advanced", "epsilon_rdp", "epsilon_pld"]
+    assert region.y == region_columns[2:]
     assert not any("estimate" in c or "star" in c or "per_model" in c for c in region.y)
     estimates = next(f for f in section.figures if f.id.endswith("estimates"))
     assert "not bounds" in estimates.title and "epsilon_star_parametric" in estimates.y

@@ -16,12 +16,12 @@ from PIL import Image
 from dpaudit.report.figures import (
     DPI,
     PANEL_SIZE,
+    REGION_COLUMNS,
     REGION_ROW_HEIGHT,
     TITLE_HEIGHT,
     FigureError,
     _draw_panel,
     load_figure_data,
-    REGION_COLUMNS,
     region_of_privacy_data,
     region_of_privacy_png,
     render_figure,
