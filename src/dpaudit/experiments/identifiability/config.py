@@ -77,7 +77,7 @@ class TrainParams:
     rho_beta: list[float] = field(default_factory=lambda: [0.52, 0.75, 0.9, 0.99])
     sensitivities: list[Sensitivity] = field(default_factory=lambda: ["global", "local"])  # type: ignore[arg-type]
     neighbours: list[Neighbours] = field(default_factory=lambda: ["bounded", "unbounded"])  # type: ignore[arg-type]
-    trials: int = 1000
+    trials: int = 500
     epochs: int = 30
     learning_rate: float = 0.005
     clip_norm: float = 3.0
