@@ -82,14 +82,28 @@ def test_metrics_are_numbers_per_configuration(audit: Audit) -> None:
     assert math.isclose(m["epsilon"], math.log(3.0))  # Eq. 10
     assert math.isclose(m["delta"], 1 / 20)  # 1/|D|
     assert math.isclose(m["noise_multiplier"], calibrate_noise_multiplier(math.log(3.0), 1 / 20, 1.0, 4))
-    assert m["trials"] == 24 and -1 <= m["adv_di_low"] <= m["adv_di"] <= m["adv_di_high"] <= 1
+    assert m["trials"] == 48 and m["trials_per_world"] == 24  # balanced: exactly 24 per world
+    assert -1 <= m["adv_di_low"] <= m["adv_di"] <= m["adv_di_high"] <= 1
     # Local sensitivity: every effective multiplier is z, so ε′ (i) is the accountant's ε ≤ target.
     assert math.isclose(m["epsilon_prime_ls"], m["epsilon_rdp"], rel_tol=1e-6)
     assert m["epsilon_rdp"] <= m["epsilon"] + 1e-9
     assert 0 <= m["delta_prime"] <= 1 and 0 <= m["test_accuracy"] <= 1
     # Global unbounded noise uses σ = z·C ≥ z·LS, so ε′ (i) cannot exceed the local one.
-    # The DI lower bound (threshold split, Clopper–Pearson) is valid: never above the accountant's ε.
-    assert all(x["epsilon_lower_di"] <= x["epsilon_rdp"] + 1e-9 for b in metrics.values() for x in b.values())
+    # Both adversaries end in the scores auditor; every valid bound stays below the accountant's ε,
+    # and metric names carry the joint level (estimates say "estimate", never "lower").
+    for block in metrics.values():
+        for x in block.values():
+            for adversary in ("di", "mi"):
+                audit = x[adversary]
+                assert {"epsilon_lower_gdp_joint95", "epsilon_lower_sweep_split_joint95",
+                        "epsilon_lower_sweep_bonferroni_joint95", "epsilon_estimate_sweep_naive",
+                        "gdp_mu_lower_joint95", "auroc", "advantage"} <= set(audit)  # fmt: skip
+                assert audit["n_in"] == audit["n_out"] == 24
+                lower = [v for k, v in audit.items() if k.startswith("epsilon_lower_")]
+                assert all(v <= x["epsilon_pld"] + 1e-9 for v in lower)
+            assert x["epsilon_pld"] <= x["epsilon_rdp"] + 1e-2
+    assert not any("lower" in k for k in m if k.startswith("epsilon_prime"))
+    assert {"epsilon_prime_belief_estimate", "epsilon_prime_adv_estimate"} <= set(m)
     g = metrics["rho_beta_0.75"]["global-unbounded"]
     assert g["epsilon_prime_ls"] <= m["epsilon_prime_ls"] + 1e-9
 
@@ -97,12 +111,12 @@ def test_metrics_are_numbers_per_configuration(audit: Audit) -> None:
 def test_worlds_and_masks(audit: Audit) -> None:
     with np.load(audit.train_dir / "rb0.9_local-bounded.npz") as f:
         world, mask, rows = f["world"], f["member_mask"], f["tracked_rows"]
-    assert mask.shape == (24, 20 + 2)  # D plus the two bounded replacement records
+    assert mask.shape == (48, 20 + 2)  # D plus the two bounded replacement records
     assert np.all(mask.sum(axis=1) == 20)  # bounded: |D′| = |D|
     x, xp = rows
     assert np.all(mask[world == 1, x]) and not np.any(mask[world == 1, xp])
     assert np.all(mask[world == 0, xp]) and not np.any(mask[world == 0, x])
-    assert 0 < world.sum() < 24
+    assert world.sum() == 24  # balanced worlds: exactly 24 trials on D and 24 on D′
     with np.load(audit.train_dir / "rb0.9_local-unbounded.npz") as f:
         world, mask = f["world"], f["member_mask"]
     assert set(mask.sum(axis=1)[world == 0]) == {19} and set(mask.sum(axis=1)[world == 1]) == {20}
@@ -118,13 +132,29 @@ def test_plots_and_section(audit: Audit) -> None:
         rho_beta = row.scores["rho_beta"]
         assert upper["rdp"] == pytest.approx(math.log(rho_beta / (1 - rho_beta)), rel=1e-3)
     assert section.scores == {"rho_beta": "ρβ", "rho_alpha": "ρα"} and section.timings["train"] > 0
-    table = section.tables[0]
+    table = next(t for t in section.tables if t.id == "bernau-table-2")
     assert len(table.rows) == 4 and "δ′" in table.columns
     root = audit.root
     for fig in section.figures:
         frame = load_figure_data(fig, root)  # the CSV exists and holds every named column
         assert len(frame) > 0
-    assert {f.id.split("-", 2)[-1] for f in section.figures} >= {"beliefs", "candidates", "ls-gs"}
+    assert {f.id.split("-", 2)[-1] for f in section.figures} >= {
+        "beliefs",
+        "candidates",
+        "ls-gs",
+        "lower-bounds",
+    }
+    # The headline lower bound is the GDP bound, labelled with its estimator and assumption.
+    for row in section.rows:
+        assert row.epsilon_lower is not None and row.epsilon_lower <= row.epsilon_upper["pld"] + 1e-9
+        assert "GDP" in row.epsilon_lower_estimator and "joint 95%" in row.epsilon_lower_estimator
+        assert "Gaussian trade-off" in row.epsilon_lower_assumes
+    # The lower-bounds figure draws valid bounds only: no estimate column among its y series.
+    bounds_fig = next(f for f in section.figures if f.id.endswith("lower-bounds"))
+    assert bounds_fig.y and all(c.startswith("epsilon_lower_") for c in bounds_fig.y)
+    assert not any("estimate" in c or "naive" in c or "prime" in c for c in bounds_fig.y)
+    table = next(t for t in section.tables if t.id == "lower-bounds")
+    assert len(table.rows) == 8 and any("estimate" in c for c in table.columns)
     steps = (audit.plots_dir / "sensitivity_steps.csv").read_text().splitlines()
     assert len(steps) == 1 + 4 * 4  # header + 4 settings × 4 epochs
 
@@ -140,7 +170,8 @@ def test_manifest_records_training_facts(audit: Audit) -> None:
     assert (
         manifest.delta == pytest.approx(1 / 20)
         and manifest.sizes["D"] == 20
-        and manifest.sizes["trials"] == 24
+        and manifest.sizes["trials"] == 48
+        and manifest.sizes["trials_per_world"] == 24
     )
     assert (
         manifest.facts["epochs"] == 4 and manifest.facts["clip_norm"] == 3.0 and manifest.seeds == {"seed": 0}
@@ -153,6 +184,50 @@ def test_manifest_records_training_facts(audit: Audit) -> None:
     assert epsilons_for_event(event, manifest.delta) == all_epsilons(
         mech.noise_multiplier, 1.0, 4, manifest.delta
     )
+
+
+PLENTIFUL = {
+    **PARAMS,
+    "identifiability": {
+        "train": {
+            "rho_beta": [0.99],
+            "sensitivities": ["local"],
+            "neighbours": ["bounded"],
+            "trials": 1000,
+            "epochs": 4,
+            "learning_rate": 0.5,
+            "candidate_trials": 0,
+        },
+        "datasets": {"adult": {"hidden": [4]}},
+    },
+}
+
+
+def test_gdp_bound_is_below_pld_and_above_the_sweep_with_plentiful_trials(
+    audit: Audit, tmp_path: Path
+) -> None:
+    """1000 trials per world at ρβ = 0.99 with local sensitivity (exactly Gaussian, μ = √k/z): the GDP
+    bound (Nasr et al. 2023) stays below ε_PLD and beats the threshold sweeps, which spend their
+    trials on the δ-tail."""
+    import shutil
+
+    root = tmp_path
+    small = Audit("adult", "identifiability", root)
+    for path in (audit.prepared_path, audit.sensitivity_path):
+        target = root / path.relative_to(audit.root)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, target)
+    for run in (pipeline.run_train, pipeline.run_losses, pipeline.run_attack, pipeline.run_bounds):
+        run(PLENTIFUL, small.name, root=root)
+    m = read_json(small.metrics_path)["rho_beta_0.99"]["local-bounded"]
+    di = m["di"]
+    assert di["n_in"] == di["n_out"] == 1000
+    gdp = di["epsilon_lower_gdp_joint95"]
+    assert 0 < gdp <= m["epsilon_pld"]
+    assert gdp > di["epsilon_lower_sweep_split_joint95"]
+    assert gdp > di["epsilon_lower_sweep_bonferroni_joint95"]
+    assert m["gdp_over_pld"] == pytest.approx(gdp / m["epsilon_pld"])
+    assert m["gdp_over_pld"] > 0.5
 
 
 def test_config_errors_name_the_key() -> None:

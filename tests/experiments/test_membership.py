@@ -90,14 +90,27 @@ def test_calibrated_strategies_hit_their_target_under_the_calibrating_accountant
 def test_splits_are_disjoint_per_repeat_and_differ_between_repeats() -> None:
     candidates = np.arange(10, 400)
     splits = draw_splits(candidates, np.arange(400, 450), SplitSizes(100, 80), repeats=3, seed=0, dataset="x")
-    assert splits.members.shape == (3, 100) and splits.nonmembers.shape == (3, 80)
+    assert splits.member_mask.shape == (3, 180) and splits.inclusion_probability == pytest.approx(100 / 180)
     for r in range(3):
-        assert not set(splits.members[r]) & set(splits.nonmembers[r])
-        assert set(splits.members[r]) | set(splits.nonmembers[r]) == set(splits.population)
+        assert not set(splits.members(r)) & set(splits.nonmembers(r))
+        assert set(splits.members(r)) | set(splits.nonmembers(r)) == set(splits.population)
     assert len(splits.population) == 180 and np.isin(splits.population, candidates).all()
-    assert not np.array_equal(splits.members[0], splits.members[1])
+    assert not np.array_equal(splits.members(0), splits.members(1))
     with pytest.raises(ParamsError, match="membership.datasets.x"):
         draw_splits(candidates, np.arange(5), SplitSizes(300, 100), repeats=1, seed=0, dataset="x")
+
+
+def test_membership_is_an_independent_fair_coin_per_candidate() -> None:
+    """The one-run audit (Steinke et al. 2023) needs each candidate included independently with
+    probability 1/2, so member counts vary (Binomial) instead of being a fixed-size subset."""
+    candidates = np.arange(0, 1000)
+    splits = draw_splits(candidates, np.arange(5), SplitSizes(100, 100), repeats=400, seed=1, dataset="x")
+    assert splits.inclusion_probability == 0.5
+    counts = np.asarray(splits.member_counts)
+    assert len(set(counts.tolist())) > 5  # not a fixed-size subset
+    assert abs(counts.mean() - 100) < 2 and 4 < counts.std() < 9  # Binomial(200, 1/2): sd ≈ 7.1
+    share = splits.member_mask.mean(axis=0)  # per candidate, over repeats: ≈ 1/2 for every one
+    assert abs(share.mean() - 0.5) < 0.01 and np.all(np.abs(share - 0.5) < 0.15)
 
 
 def test_pareto_frontier_is_the_convex_upper_left_hull() -> None:
@@ -149,8 +162,10 @@ def test_attack_on_memorising_model_finds_large_advantage_and_epsilon_star(memor
     )
     assert result.naive_advantage > 0.75
     assert result.yeom_advantage > 0.4
-    assert result.epsilon_lower_valid > 1.0  # Clopper–Pearson on the held-out half (20 + 200 records)
-    assert result.epsilon_lower_naive > 1.0
+    assert result.epsilon_per_model_test > 1.0  # Clopper–Pearson on the held-out half (20 + 200 records)
+    assert result.epsilon_naive_estimate > 1.0
+    assert result.epsilon_star_low <= result.epsilon_star_parametric <= result.epsilon_star_high
+    assert result.epsilon_star_distinguishable == 1.0  # a memorising model stands out of the noise
     assert result.epsilon_star_parametric > 3.0
     assert result.epsilon_star_empirical > 3.0
 
@@ -164,8 +179,9 @@ def test_control_halves_of_one_heldout_set_show_no_leakage(memorised: dict) -> N
         order = rng.permutation(heldout)
         a, b = order[:800], order[800:]
         result = analyse_model(ce[a], ce[b], logit[a], logit[b], default_delta(len(a)), seed=r)
-        valid.append(result.epsilon_lower_valid)
+        valid.append(result.epsilon_per_model_test)
         stars.append(result.epsilon_star_parametric)
+        assert result.epsilon_star_control_high >= 0
         assert abs(result.yeom_advantage) < 0.1
     members = memorised["members"]
     memorised_star = analyse_model(
@@ -213,7 +229,10 @@ def test_four_stages_end_to_end_on_a_small_synthetic_dataset(tmp_path: Path) -> 
     assert names == ["dp-z1", "dp-z8", "dp-eps3", "nondp-1ep", "nondp-30ep", "xgboost"]
     assert list(manifest.mechanisms) == names
     assert manifest.delta == pytest.approx(default_delta(120)) and manifest.seeds == {"seed": 3}
-    assert manifest.sizes == {"members": 120, "nonmembers": 120, "repeats": 2}
+    assert manifest.sizes == {"members": 120, "nonmembers": 120, "candidates": 240, "repeats": 2}
+    assert manifest.facts["inclusion_probability"] == 0.5
+    counts = manifest.facts["member_counts"]
+    assert len(counts) == 2 and all(0 < c < 240 for c in counts)
     assert manifest.mechanisms["dp-z1"].dp_event().event.sampling_probability == 0.25
     assert manifest.mechanisms["xgboost"].event == {"type": "NonPrivateDpEvent"}
     assert manifest.facts["poisson_sampling"] is True
@@ -221,8 +240,10 @@ def test_four_stages_end_to_end_on_a_small_synthetic_dataset(tmp_path: Path) -> 
 
     pipeline.run_losses(PARAMS, audit.name, root=tmp_path)
     with np.load(audit.losses_path) as f:
-        assert f["member_ce"].shape == (12, 120) and f["nonmember_logit"].shape == (12, 120)
-        assert np.all(np.isfinite(f["member_ce"])) and np.all(f["member_ce"] >= 0)
+        assert f["ce"].shape == (12, 240) and f["logit"].shape == (12, 240)
+        assert f["member_mask"].shape == (12, 240) and f["member_mask"].dtype == bool
+        np.testing.assert_array_equal(f["member_mask"].sum(axis=1), np.tile(counts, 6))
+        assert np.all(np.isfinite(f["ce"])) and np.all(f["ce"] >= 0)
         assert np.all((f["auroc"] > 0) & (f["auroc"] <= 1))
         np.testing.assert_array_equal(f["model_repeat"], [0, 1] * 6)
         assert f["accuracy"][f["model_strategy"] == 5].min() > 0.7  # XGBoost on an easy linear task
@@ -232,6 +253,8 @@ def test_four_stages_end_to_end_on_a_small_synthetic_dataset(tmp_path: Path) -> 
         star = f["epsilon_star_parametric"]
         assert star.shape == (12,) and np.all(star >= 0)
         assert np.all(f["naive_advantage"] >= f["yeom_advantage"] - 1e-12)  # max over thresholds
+        assert np.all(f["epsilon_star_low"] <= f["epsilon_star_high"])
+        assert set(np.unique(f["epsilon_star_distinguishable"])) <= {0.0, 1.0}
 
     pipeline.run_bounds(PARAMS, audit.name, root=tmp_path)
     metrics = json.loads(audit.metrics_path.read_text())
@@ -243,6 +266,14 @@ def test_four_stages_end_to_end_on_a_small_synthetic_dataset(tmp_path: Path) -> 
         assert max(upper["rdp"], upper["pld"]) <= min(upper["naive"], upper["advanced"])
     assert "epsilon_upper" not in metrics["strategies"]["xgboost"]
     assert set(metrics["strategies"]["xgboost"]["epsilon_star_parametric"]) == {"mean", "min", "max"}
+    # The one-run bound (Steinke et al. 2023) is a valid bound on the mechanism: below every accountant.
+    for name in ("dp-z1", "dp-z8", "dp-eps3"):
+        entry = metrics["strategies"][name]
+        bound = entry["epsilon_lower_one_run_joint95"]
+        assert 0 <= bound <= entry["epsilon_upper"]["pld"] + 1e-9
+        assert bound == pytest.approx(entry["epsilon_one_run"]["min"])
+        assert "epsilon_lower_valid" not in entry and "epsilon_per_model_test" in entry
+    assert metrics["checks"]["one_run_above_rdp"] == 0
 
     with open(audit.plots_dir / "rotated_table.csv") as handle:
         rotated = list(csv.DictReader(handle))
@@ -253,13 +284,35 @@ def test_four_stages_end_to_end_on_a_small_synthetic_dataset(tmp_path: Path) -> 
     with open(audit.plots_dir / "privacy_utility.csv") as handle:
         pu = list(csv.DictReader(handle))
     assert len(pu) == 6 and any(r["pareto"] == "True" for r in pu)
-    assert (audit.plots_dir / "region.csv").exists()
+    # The region of privacy holds valid lower bounds and accountants only; estimates live elsewhere.
+    with open(audit.plots_dir / "region.csv") as handle:
+        region_columns = next(csv.reader(handle))
+    assert region_columns == [
+        "strategy",
+        "noise_multiplier",
+        "epsilon_lower_one_run",
+        "epsilon_naive",
+        "epsilon_advanced",
+        "epsilon_rdp",
+        "epsilon_pld",
+    ]
 
     section = ReportSection.load(audit.section_path)
     assert len(section.rows) == 6 and section.headline.setting.startswith("DP-SGD ε=3")
-    assert [t.id for t in section.tables] == ["synthetic-membership-rotated"]
+    assert [t.id for t in section.tables] == [
+        "synthetic-membership-rotated",
+        "synthetic-membership-epsilon-star",
+    ]
     region = next(f for f in section.figures if f.id.endswith("region"))
     assert region.x_log and region.y_log and region.data == "plots/synthetic-membership/region.csv"
+    assert region.y == region_columns[2:]
+    assert not any("estimate" in c or "star" in c or "per_model" in c for c in region.y)
+    estimates = next(f for f in section.figures if f.id.endswith("estimates"))
+    assert "not bounds" in estimates.title and "epsilon_star_parametric" in estimates.y
+    headline = section.headline
+    assert headline.epsilon_lower_estimator.startswith("one-run (Steinke et al. 2023)")
+    assert "joint 95%" in headline.epsilon_lower_estimator
+    assert "probability 1/2" in headline.epsilon_lower_assumes
     assert next(f for f in section.figures if f.id.endswith("privacy-utility")).highlight == "pareto"
 
 
@@ -286,7 +339,7 @@ def test_bounds_outputs_aggregate_repeats_and_flag_findings(tmp_path: Path) -> N
     manifest = TrainManifest(
         experiment="membership",
         dataset="toy",
-        delta=1e-3,
+        delta=1e-5,
         sizes={"members": 100, "nonmembers": 100, "repeats": 2},
         seeds={"seed": 0},
         mechanisms={"dp-z1": Mechanism.dpsgd(1.0, 0.1, 10, 1.0), "xgboost": Mechanism.non_private(0, 1.0)},
@@ -296,6 +349,7 @@ def test_bounds_outputs_aggregate_repeats_and_flag_findings(tmp_path: Path) -> N
             "hidden": None,
             "calibration_accountant": "rdp",
             "poisson_sampling": True,
+            "inclusion_probability": 0.5,
         },
     )
     write_manifest(audit.train_dir, manifest)
@@ -303,7 +357,7 @@ def test_bounds_outputs_aggregate_repeats_and_flag_findings(tmp_path: Path) -> N
     attack = {name: np.zeros(4) for name in fields}
     attack["epsilon_star_parametric"] = np.array([0.2, 0.4, 0.0, 3.0])  # xgboost r0: 0 despite a leak
     attack["naive_advantage"] = np.array([0.05, 0.1, 0.9, 0.9])
-    attack["epsilon_lower_valid"] = np.array([0.0, 50.0, 1.0, 2.0])  # dp r1 above its RDP ε: a finding
+    attack["epsilon_star_distinguishable"] = np.array([1.0, 1.0, 0.0, 1.0])
     attack.update(
         model_strategy=np.array([0, 0, 1, 1]),
         fpr=np.asarray(0.05),
@@ -315,7 +369,12 @@ def test_bounds_outputs_aggregate_repeats_and_flag_findings(tmp_path: Path) -> N
         "accuracy": np.array([0.7, 0.8, 0.9, 0.95]),
         "auroc": np.array([0.75, 0.85, 0.9, 0.96]),
         "train_accuracy": np.ones(4),
+        # 200 candidates per model; dp r1 separates members perfectly (an impossible leak for its
+        # noise), so its one-run bound must exceed the RDP ε: a finding.
+        "ce": np.tile(np.linspace(1.0, 2.0, 200), (4, 1)),
+        "member_mask": np.tile(np.arange(200) % 2 == 0, (4, 1)),
     }
+    losses["ce"][1] = np.where(losses["member_mask"][1], 0.0, 50.0)
     write_npz(audit.losses_path, losses)
     params = {
         "data": {"datasets": ["toy"]},
@@ -330,12 +389,20 @@ def test_bounds_outputs_aggregate_repeats_and_flag_findings(tmp_path: Path) -> N
     assert metrics["strategies"]["xgboost"]["utility"] == pytest.approx(
         {"mean": 0.93, "min": 0.9, "max": 0.96}
     )
-    expected = all_epsilons(1.0, 0.1, 10, 1e-3)
+    expected = all_epsilons(1.0, 0.1, 10, 1e-5)
     assert metrics["strategies"]["dp-z1"]["epsilon_upper"] == pytest.approx(expected)
     checks = metrics["checks"]
-    assert checks["dp_models"] == 2 and checks["valid_lower_above_rdp"] == 1
+    assert checks["dp_models"] == 2 and checks["one_run_above_rdp"] == 1
+    assert checks["epsilon_star_indistinguishable"] == 1
+    one_run = metrics["strategies"]["dp-z1"]["epsilon_one_run"]
+    assert one_run["min"] < 1.0 < expected["rdp"] < one_run["max"]
+    # The reported bound on the mechanism is the smallest over repeats (each valid at the joint level).
+    assert metrics["strategies"]["dp-z1"]["epsilon_lower_one_run_joint95"] == one_run["min"]
     assert checks["epsilon_star_zero_despite_leak"] == 1
     section = ReportSection.load(audit.section_path)
-    assert "1 DP model(s) have a valid lower bound above their RDP ε" in section.description
+    assert "1 DP model(s) have a one-run lower bound above their RDP ε" in section.description
+    assert "1 model(s) have an Epsilon* indistinguishable from noise" in section.description
+    star_table = next(t for t in section.tables if t.id.endswith("epsilon-star"))
+    assert star_table.rows[0][-1] == "yes" and star_table.rows[1][-1] == "1 of 2 models"
     assert section.rows[1].epsilon_upper == {} and section.rows[1].epsilon_star == pytest.approx(1.5)
     assert section.scores == {"epsilon_star": "Epsilon*"}

@@ -137,6 +137,7 @@ def _membership_section(root: Path) -> ReportSection:
         {"epsilon_star": 0.42},
         "accuracy",
         0.81,
+        "independent fair-coin inclusion",
     )
     baseline = SummaryRow(
         "non-DP keras", {}, 1.9, "loss-threshold (split)", {"epsilon_star": 2.5}, "accuracy", 0.84

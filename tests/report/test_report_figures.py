@@ -16,11 +16,13 @@ from PIL import Image
 from dpaudit.report.figures import (
     DPI,
     PANEL_SIZE,
+    REGION_COLUMNS,
     REGION_ROW_HEIGHT,
     TITLE_HEIGHT,
     FigureError,
     _draw_panel,
     load_figure_data,
+    region_of_privacy_data,
     region_of_privacy_png,
     render_figure,
 )
@@ -145,6 +147,24 @@ def test_region_of_privacy_grows_with_rows_and_skips_rows_without_numbers():
     three = _png_size(region_of_privacy_png([("a", row), ("b", row), ("c", star_only)]))
     assert one[0] == three[0] == 900
     assert three[1] - one[1] == round(2 * REGION_ROW_HEIGHT * DPI)
+
+
+def test_region_of_privacy_draws_only_valid_lower_bounds_and_keeps_estimates_apart():
+    """Estimates (Epsilon*) never appear as a lower bound: the only lower-bound column is the row's
+    valid bound, labelled by its estimator and assumption; Epsilon* lives in an ``estimate_`` column."""
+    gdp = SummaryRow("ρβ=0.99", {"rdp": 4.6, "pld": 4.5}, 3.7, "GDP; joint 95%", {}, None, None, "Gaussian")
+    star_only = SummaryRow("non-DP", {}, None, None, {"epsilon_star": 1.0}, "accuracy", 0.9)
+    frame = region_of_privacy_data([("a", gdp), ("b", star_only)])
+    assert tuple(frame.columns) == REGION_COLUMNS
+    lower_columns = [c for c in frame.columns if "lower" in c]
+    assert lower_columns == ["epsilon_lower", "lower_estimator", "lower_assumes"]
+    assert [c for c in frame.columns if "star" in c or "estimate" in c] == ["estimate_epsilon_star"]
+    first, second = frame.to_dict("records")
+    assert first["epsilon_lower"] == 3.7 and first["lower_estimator"] == "GDP; joint 95%"
+    assert first["lower_assumes"] == "Gaussian" and first["upper_accountant"] == "pld"
+    assert first["epsilon_upper_tightest"] == 4.5
+    assert second["estimate_epsilon_star"] == 1.0
+    assert second["epsilon_lower"] is None or math.isnan(second["epsilon_lower"])
 
 
 def test_non_finite_and_non_positive_values_are_not_drawn_on_log_axes(fake_root):

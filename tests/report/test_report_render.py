@@ -75,6 +75,10 @@ def test_every_section_and_one_summary_row_per_dataset_experiment(built_report):
     assert "<td>12</td>" in summary and "loss-threshold (split)" in summary
     assert "<td>0.9</td>" in summary and "<td>0.23</td>" in summary
     assert "accuracy 0.81" in summary
+    # The summary names the estimator of each lower bound and what it assumes, at the joint level.
+    assert ">estimator</th>" in summary and ">assumes</th>" in summary
+    assert "ε lower (valid, joint confidence)" in summary
+    assert "independent fair-coin inclusion" in summary
     assert "Adv and δ′ by sensitivity × neighbours" in page and "Bernau Table 2 layout" in page
 
 

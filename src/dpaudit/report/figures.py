@@ -273,24 +273,74 @@ def render_figure(spec: FigureSpec, root: Path) -> bytes:
     return _to_png(fig)
 
 
+#: Columns of :func:`region_of_privacy_data`: the valid lower bound (with its estimator and
+#: assumption), the tightest upper bound, and estimates in columns named ``estimate_*`` only.
+REGION_COLUMNS = (
+    "audit",
+    "setting",
+    "epsilon_lower",
+    "lower_estimator",
+    "lower_assumes",
+    "epsilon_upper_tightest",
+    "upper_accountant",
+    "estimate_epsilon_star",
+)
+
+
+def _region_rows(
+    rows: Sequence[tuple[str, SummaryRow]],
+) -> list[tuple[str, SummaryRow, float | None, str | None, float | None]]:
+    """(audit, row, valid lower bound, tightest accountant, its ε) of every row with a finite value."""
+    out = []
+    for name, row in rows:
+        uppers = {k: v for k, v in row.epsilon_upper.items() if v is not None and math.isfinite(v)}
+        accountant = min(uppers, key=lambda k: uppers[k]) if uppers else None
+        lower = (
+            row.epsilon_lower if row.epsilon_lower is not None and math.isfinite(row.epsilon_lower) else None
+        )
+        star = row.epsilon_star is not None and math.isfinite(row.epsilon_star)
+        if accountant is not None or lower is not None or star:
+            out.append((name, row, lower, accountant, uppers[accountant] if accountant is not None else None))
+    return out
+
+
+def region_of_privacy_data(rows: Sequence[tuple[str, SummaryRow]]) -> pd.DataFrame:
+    """The numbers the region-of-privacy figure draws, one row per setting with any finite value.
+
+    ``epsilon_lower`` is the row's valid lower bound (``SummaryRow.epsilon_lower``, never an
+    estimate), labelled by ``lower_estimator`` and ``lower_assumes``; ``epsilon_upper_tightest`` is
+    the smallest accountant ε. Epsilon* (Negoescu et al.) is an estimate for one trained model: it
+    lives only in ``estimate_epsilon_star`` and is drawn with its own marker, never as a bound.
+    """
+    records = [
+        {
+            "audit": name,
+            "setting": row.setting,
+            "epsilon_lower": lower,
+            "lower_estimator": row.epsilon_lower_estimator if lower is not None else None,
+            "lower_assumes": row.epsilon_lower_assumes if lower is not None else None,
+            "epsilon_upper_tightest": upper,
+            "upper_accountant": accountant,
+            "estimate_epsilon_star": row.epsilon_star
+            if row.epsilon_star is not None and math.isfinite(row.epsilon_star)
+            else None,
+        }
+        for name, row, lower, accountant, upper in _region_rows(rows)
+    ]
+    return pd.DataFrame(records, columns=list(REGION_COLUMNS))
+
+
 def region_of_privacy_png(rows: Sequence[tuple[str, SummaryRow]]) -> bytes | None:
     """Horizontal intervals from the best ε lower bound to the tightest accountant's ε upper bound.
 
     The span between them is where the true privacy loss lies (Erlingsson et al. §5.3, "region of
     privacy"); drawn here for every setting of every audit so they compare at a glance, with Epsilon*
-    of the trained model where known (Negoescu et al.). Returns ``None`` when no row has a finite value.
-    The x axis is symmetric-log so that a lower bound of 0 shows.
+    of the trained model where known (Negoescu et al.) as a separate marker labelled an estimate.
+    The lower bound drawn is only ever the row's valid bound (:func:`region_of_privacy_data`).
+    Returns ``None`` when no row has a finite value. The x axis is symmetric-log so that a lower
+    bound of 0 shows.
     """
-    usable: list[tuple[str, SummaryRow, float | None, float | None]] = []
-    for name, row in rows:
-        uppers = [v for v in row.epsilon_upper.values() if v is not None and math.isfinite(v)]
-        upper = min(uppers) if uppers else None
-        lower = (
-            row.epsilon_lower if row.epsilon_lower is not None and math.isfinite(row.epsilon_lower) else None
-        )
-        star = row.epsilon_star is not None and math.isfinite(row.epsilon_star)
-        if upper is not None or lower is not None or star:
-            usable.append((name, row, lower, upper))
+    usable = [(name, row, lower, upper) for name, row, lower, _, upper in _region_rows(rows)]
     if not usable:
         return None
     fig = Figure(figsize=(9.0, REGION_FIXED_HEIGHT + REGION_ROW_HEIGHT * len(usable)), layout="constrained")
@@ -312,7 +362,7 @@ def region_of_privacy_png(rows: Sequence[tuple[str, SummaryRow]]) -> bytes | Non
                 label="lower > upper: check!" if violated else "region of privacy",
             )
         if lower is not None:
-            ax.plot([lower], [i], "o", color="tab:red", label="ε lower (best valid)")
+            ax.plot([lower], [i], "o", color="tab:red", label="ε lower (valid bound, joint confidence)")
         for name, value in row.epsilon_upper.items():
             if value is not None and math.isfinite(value):
                 ax.plot(
@@ -324,7 +374,13 @@ def region_of_privacy_png(rows: Sequence[tuple[str, SummaryRow]]) -> bytes | Non
                     label=f"ε upper ({name})",
                 )
         if row.epsilon_star is not None and math.isfinite(row.epsilon_star):
-            ax.plot([row.epsilon_star], [i], "x", color="black", label="Epsilon* (this model, not a bound)")
+            ax.plot(
+                [row.epsilon_star],
+                [i],
+                "x",
+                color="black",
+                label="Epsilon* (estimate for this model, not a bound)",
+            )
     ax.set_yticks(
         range(len(usable)), [f"{name}: {row.setting}" for name, row, _, _ in usable], fontsize="small"
     )

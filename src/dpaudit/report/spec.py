@@ -62,8 +62,11 @@ class TableSpec:
 class SummaryRow:
     """One line of the report's summary table for an audit setting.
 
-    ``epsilon_upper`` maps accountant name to ε; ``epsilon_lower`` is the best *valid* lower
-    bound with the estimator that produced it. ``scores`` holds the interpretable scores of this
+    ``epsilon_upper`` maps accountant name to ε; ``epsilon_lower`` is a *valid* lower bound on the
+    mechanism's ε (never an estimate such as ε′, Epsilon* or the naive sweep), stated at its joint
+    confidence, with ``epsilon_lower_estimator`` naming the estimator that gave it and
+    ``epsilon_lower_assumes`` what that estimator assumes about the mechanism ("none" for the
+    threshold sweeps). ``scores`` holds the interpretable scores of this
     setting under the keys the section declares in :attr:`ReportSection.scores` (e.g. ``rho_beta``,
     ``rho_alpha`` of Bernau et al., ``epsilon_star`` of Negoescu et al.); a score that does not
     apply is ``None``. ``utility`` is the model's utility under ``utility_name``.
@@ -76,6 +79,7 @@ class SummaryRow:
     scores: dict[str, float | None] = field(default_factory=dict)
     utility_name: str | None = None
     utility: float | None = None
+    epsilon_lower_assumes: str | None = None  # last: positional construction stays as it was
 
     @property
     def epsilon_star(self) -> float | None:

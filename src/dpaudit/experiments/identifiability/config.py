@@ -1,13 +1,14 @@
 """The ``identifiability:`` section of params.yaml, split by the stage that reads it.
 
 - ``train``: everything that changes the trained models (Bernau et al. §6 defaults,
-  :data:`dpaudit.references.BERNAU`): the ρβ grid, sensitivities, neighbourhoods, trials, k, C, δ,
-  seed and the Fig. 4 candidate runs.
+  :data:`dpaudit.references.BERNAU`): the ρβ grid, sensitivities, neighbourhoods, trials per world,
+  k, C, δ, seed and the Fig. 4 candidate runs.
 - ``datasets.<ds>``: per-dataset model widths and optional replacements of ``train.learning_rate``
   and ``train.trials``; only ``train@<ds>-identifiability`` reads its own entry.
 - ``attack``: the DI adversary (Algorithm 1) and Yeom et al.'s rule have no knobs; the section is
   kept (empty) so that every experiment has the same four sub-sections for ``dvc.yaml``.
-- ``bounds``: the confidence of Adv's interval and of the ε lower bound.
+- ``bounds``: the joint confidence of every ε lower bound of the scores auditor
+  (:func:`dpaudit.bounds.auditor.audit_scores`) and of Adv's interval.
 
 Defaults live here, in the dataclasses; ``params.yaml`` repeats them for the user to see, and a
 test checks that the two agree.
@@ -25,17 +26,19 @@ from dpaudit.experiments.modelling import ModelChoice
 Sensitivity = Literal["global", "local"]
 Neighbours = Literal["bounded", "unbounded"]
 
-#: The bounds stage's split threshold sweep needs trials of both worlds in both halves; the world
-#: of each trial is a fair coin (Algorithm 1), so ask for at least this many trials per world on
-#: average, i.e. ``trials >= 2 * MIN_TRIALS_PER_WORLD``. Fewer give intervals too wide to mean much
-#: and, at very small counts, halves without one of the worlds.
-MIN_TRIALS_PER_WORLD = 10
+#: ``trials`` counts trials PER WORLD: every setting trains exactly ``trials`` models on D and
+#: ``trials`` on D′ (balanced worlds in a seeded random order, :func:`dpaudit.experiments.game.draw_worlds`),
+#: so the auditor's per-world error rates have fixed denominators. The bounds stage's estimators
+#: spend a share of each world's trials on choosing a threshold (the split sweep half, the GDP
+#: estimator 5 %) and count the rest; fewer than this many per world give intervals too wide to
+#: mean anything.
+MIN_TRIALS_PER_WORLD = 20
 
 
 @dataclass(frozen=True)
 class DatasetSettings:
     """Per-dataset settings: hidden layer sizes (MLP) or conv filters (mnist/cifar10 CNN), and
-    optional replacements of ``train.learning_rate`` and ``train.trials`` for this dataset."""
+    optional replacements of ``train.learning_rate`` and ``train.trials`` (per world) for this dataset."""
 
     hidden: list[int]
     learning_rate: float | None = None
@@ -56,17 +59,22 @@ class DatasetSettings:
             "must be null or a positive number",
         )
         require(
-            self.trials is None or self.trials >= 2 * MIN_TRIALS_PER_WORLD,
+            self.trials is None or self.trials >= MIN_TRIALS_PER_WORLD,
             "trials",
             self.trials,
-            f"must be null or at least {2 * MIN_TRIALS_PER_WORLD} ({MIN_TRIALS_PER_WORLD} per world on "
-            "average, for the split threshold sweep of the ε lower bound)",
+            f"must be null or at least {MIN_TRIALS_PER_WORLD} trials per world (the estimators of the "
+            "ε lower bound choose a threshold on some trials of each world and count the rest)",
         )
 
 
 @dataclass(frozen=True)
 class TrainParams:
-    """What shapes the trained models (identical for every dataset)."""
+    """What shapes the trained models (identical for every dataset).
+
+    ``trials`` is the number of trials per world: each setting trains ``2 * trials`` models,
+    exactly half of them on D (Nasr et al. 2023's audits count per-world error rates,
+    :data:`dpaudit.references.NASR_2023`).
+    """
 
     rho_beta: list[float] = field(default_factory=lambda: [0.52, 0.75, 0.9, 0.99])
     sensitivities: list[Sensitivity] = field(default_factory=lambda: ["global", "local"])  # type: ignore[arg-type]
@@ -99,11 +107,11 @@ class TrainParams:
             "must list bounded and/or unbounded once each",
         )
         require(
-            self.trials >= 2 * MIN_TRIALS_PER_WORLD,
+            self.trials >= MIN_TRIALS_PER_WORLD,
             "trials",
             self.trials,
-            f"must be at least {2 * MIN_TRIALS_PER_WORLD}: the worlds are fair coins and the split "
-            f"threshold sweep of the ε lower bound needs about {MIN_TRIALS_PER_WORLD} trials per world",
+            f"must be at least {MIN_TRIALS_PER_WORLD} trials per world: the estimators of the ε lower "
+            "bound choose a threshold on some trials of each world and count the rest",
         )
         require(1 <= self.epochs <= 1_000_000, "epochs", self.epochs, "must lie in [1, 10^6]")
         require(self.learning_rate > 0, "learning_rate", self.learning_rate, "must be positive")
@@ -131,7 +139,8 @@ class AttackParams:
 
 @dataclass(frozen=True)
 class BoundsParams:
-    """Confidence of Adv's Clopper–Pearson interval and of the split-threshold ε lower bound."""
+    """Joint confidence of every ε lower bound (and two-sided level of every interval) the scores
+    auditor reports (:func:`dpaudit.bounds.auditor.audit_scores`), and of Adv's interval."""
 
     confidence: float = 0.95
 

@@ -1,6 +1,8 @@
 """Train stage of the identifiability audit: full-batch DP-SGD on D or D′ (Bernau et al. §5–6).
 
-Each trial draws its world b ∈ {D, D′} uniformly and trains full-batch DP-SGD for k epochs with
+Each setting trains exactly ``trials`` models on D and ``trials`` on D′ (balanced worlds in a seeded
+random order, :func:`dpaudit.experiments.game.draw_worlds`), so that the scores auditor counts each
+world's error rate over a fixed number of trials. Each trial trains full-batch DP-SGD for k epochs with
 σ_i = z·Δf_i, where Δf_i is C (unbounded) or 2C (bounded) for global sensitivity, or the local
 sensitivity LS_i of the step (Eqs. 19, 21). The adversary's per-step quantities are recorded by
 :func:`dpaudit.attacks.di.di_observer` during training. The update divides the noisy sum by |D|
@@ -41,7 +43,7 @@ log = logging.getLogger(__name__)
 
 
 def train(config: IdentifiabilityConfig, audit: Audit, out_dir: Path) -> TrainManifest:
-    """Train ``trials`` models per grid setting and the Fig. 4 candidate runs; npz per setting."""
+    """Train ``trials`` models per world (2·trials) per grid setting and the Fig. 4 candidate runs."""
     started = time.perf_counter()
     tp = config.train
     out_dir = Path(out_dir)
@@ -57,7 +59,8 @@ def train(config: IdentifiabilityConfig, audit: Audit, out_dir: Path) -> TrainMa
     delta = delta_for(tp, pop.n)
     k = tp.epochs
     grid = settings(tp)
-    T = config.trials_for(prepared.name)
+    per_world = config.trials_for(prepared.name)
+    T = 2 * per_world  # trials per setting: exactly ``per_world`` in each world
     mechanisms: dict[str, Mechanism] = {}
     # One training call per (sensitivity, neighbours): its ρβ values differ only in the per-trial
     # noise multiplier, so they train together as one larger batch of trials.
@@ -70,10 +73,10 @@ def train(config: IdentifiabilityConfig, audit: Audit, out_dir: Path) -> TrainMa
             if (st.sensitivity, st.neighbours) == (sensitivity, neighbours)
         ]
         rows, weights, d_mask, d_prime = neighbour_design(pop, sens, neighbours)
-        log.info("%s: %s-%s, %d trials for each of rho_beta %s", audit.name, sensitivity, neighbours, T,
-                 [st.rho_beta for _, st in group])  # fmt: skip
+        log.info("%s: %s-%s, %d trials per world for each of rho_beta %s", audit.name, sensitivity,
+                 neighbours, per_world, [st.rho_beta for _, st in group])  # fmt: skip
         calibrated = [noise_multiplier_for(st.rho_beta, delta, k) for _, st in group]
-        world = np.concatenate([draw_worlds([tp.seed, si, 17], T) for si, _ in group])
+        world = np.concatenate([draw_worlds([tp.seed, si, 17], T, balanced=True) for si, _ in group])
         mask = world_masks(world, d_mask, d_prime)
         cfg = dpsgd.DPSGDConfig(
             clip_norm=tp.clip_norm,
@@ -128,7 +131,13 @@ def train(config: IdentifiabilityConfig, audit: Audit, out_dir: Path) -> TrainMa
         experiment="identifiability",
         dataset=audit.dataset,
         delta=delta,
-        sizes={"D": pop.n, "population": len(pop.X), "trials": T, "candidate_trials": tp.candidate_trials},
+        sizes={
+            "D": pop.n,
+            "population": len(pop.X),
+            "trials": T,
+            "trials_per_world": per_world,
+            "candidate_trials": tp.candidate_trials,
+        },
         seeds={"seed": tp.seed},
         mechanisms=mechanisms,
         facts={

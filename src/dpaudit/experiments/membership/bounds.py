@@ -2,9 +2,24 @@
 
 - ε upper bounds under every accountant for the mechanism each DP strategy's training recorded
   (:func:`dpaudit.bounds.accountants.epsilons_for_event`).
-- ``region.csv``: lower and upper bounds against the noise multiplier (Erlingsson Fig. 2, log–log).
+- The valid ε lower bound on the MECHANISM: every model's loss scores go to the scores auditor
+  (:func:`dpaudit.bounds.auditor.audit_scores` with ``one_run=True``), whose one-run bound
+  (Steinke, Nasr & Jagielski 2023, "Privacy Auditing with One (1) Training Run", Thm. 5.2;
+  :data:`dpaudit.references.STEINKE_NASR_JAGIELSKI`) holds because every candidate record was
+  included independently with probability 1/2 before training
+  (:func:`dpaudit.experiments.membership.design.draw_splits`). Per strategy the reported bound is
+  the smallest over its repeats: each repeat's bound holds at the joint confidence, so their
+  minimum does too. The auditor also gives TPR at the fixed FPR, AUROC and the advantage, each with
+  its interval.
+- Per-model numbers that are NOT bounds on the mechanism, kept under names that say so:
+  ``epsilon_per_model_test`` (Clopper–Pearson on one model's member / non-member split),
+  ``epsilon_naive_estimate`` and Epsilon* with its bootstrap interval and control
+  (Negoescu et al.), whose ``distinguishable`` flag says whether it stands out of the noise.
+- ``region.csv``: only valid lower bounds and the accountants' upper bounds against the noise
+  multiplier (Erlingsson Fig. 2, log–log); ``estimates.csv``: the per-model statistics and
+  estimates, drawn in their own figure.
 - ``rotated_table.csv``: noise multiplier, accuracy, attack TPR at the fixed FPR and ε under each
-  accountant, one row per noise level (Erlingsson Table 1, with Table 2's lower bound).
+  accountant, one row per noise level (Erlingsson Table 1, with the valid lower bound).
 - ``privacy_utility.csv``: Epsilon* against utility per strategy, Pareto frontier marked
   (Negoescu Figs. 1–2).
 
@@ -21,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from dpaudit.bounds.accountants import epsilons_for_event
+from dpaudit.bounds.auditor import audit_scores
 from dpaudit.experiments.base import BoundsResult, TrainManifest
 from dpaudit.experiments.membership.config import MembershipConfig
 from dpaudit.experiments.membership.design import ATTACK_FILE, Strategy, manifest_strategies
@@ -35,15 +51,88 @@ PER_MODEL_FIELDS = (
     "yeom_epsilon",
     "tpr_at_fpr",
     "valid_advantage",
-    "epsilon_lower_valid",
+    "epsilon_per_model_test",
     "epsilon_heldout_prop3",
     "naive_advantage",
-    "epsilon_lower_naive",
+    "epsilon_naive_estimate",
     "epsilon_star_parametric",
+    "epsilon_star_low",
+    "epsilon_star_high",
     "epsilon_star_empirical",
     "ks_pvalue",
     "epsilon_star_control",
+    "epsilon_star_control_high",
+    "epsilon_star_distinguishable",
 )
+#: What the scores auditor adds per model (computed here, in the bounds stage).
+AUDIT_FIELDS = (
+    "epsilon_one_run",
+    "one_run_guesses",
+    "one_run_correct",
+    "tpr_at_fpr_low",
+    "tpr_at_fpr_high",
+    "auroc_attack",
+    "auroc_attack_low",
+    "auroc_attack_high",
+    "advantage_low",
+    "advantage_high",
+    "members_count",
+    "nonmembers_count",
+)
+#: The estimator label of the valid lower bound on the mechanism.
+ONE_RUN = "one-run (Steinke et al. 2023), loss scores"
+ONE_RUN_ASSUMES = "each candidate included independently with probability 1/2 (drawn so)"
+
+
+def audit_models(
+    ce: np.ndarray,
+    member_mask: np.ndarray,
+    delta: float,
+    fpr: float,
+    confidence: float,
+    one_run: bool,
+    seed: int,
+) -> dict[str, np.ndarray]:
+    """The scores auditor on every model's loss scores (higher = member: the negated CE).
+
+    ``ce`` [M, P] and ``member_mask`` [M, P]: each model's losses on the candidate population and
+    which candidates it trained on. ``one_run`` adds Steinke et al.'s one-run bound, valid only
+    when every candidate's inclusion was an independent fair coin. Returns one array per
+    :data:`AUDIT_FIELDS` entry.
+    """
+    out: dict[str, list[float]] = {name: [] for name in AUDIT_FIELDS}
+    for m in range(len(ce)):
+        mask = np.asarray(member_mask[m], dtype=bool)
+        scores = -np.asarray(ce[m], dtype=np.float64)
+        result = audit_scores(
+            scores[mask],
+            scores[~mask],
+            delta=delta,
+            confidence=confidence,
+            fpr_levels=(fpr,),
+            seed=seed * 100_003 + m,
+            one_run=one_run,
+        )
+        bound = result.lower_bounds.get("one_run")
+        out["epsilon_one_run"].append(bound.epsilon if bound is not None else float("nan"))
+        out["one_run_guesses"].append(bound.details["guesses"] if bound is not None else float("nan"))
+        out["one_run_correct"].append(bound.details["correct"] if bound is not None else float("nan"))
+        _, low, high, _ = result.tpr_at_fpr[float(fpr)]
+        out["tpr_at_fpr_low"].append(low)
+        out["tpr_at_fpr_high"].append(high)
+        out["auroc_attack"].append(result.auroc[0])
+        out["auroc_attack_low"].append(result.auroc[1])
+        out["auroc_attack_high"].append(result.auroc[2])
+        out["advantage_low"].append(result.advantage[1])
+        out["advantage_high"].append(result.advantage[2])
+        out["members_count"].append(float(mask.sum()))
+        out["nonmembers_count"].append(float((~mask).sum()))
+    return {name: np.asarray(values, dtype=np.float64) for name, values in out.items()}
+
+
+def _pct(level: float) -> str:
+    """The auditor's metric-name tag of a confidence level: 0.95 → '95'."""
+    return f"{100 * level:.4g}".replace(".", "p")
 
 
 def _mean(values: np.ndarray) -> float:
@@ -63,6 +152,12 @@ def strategy_epsilons(strategy: Strategy, manifest: TrainManifest) -> dict[str, 
     if strategy.kind != "dp":
         return {}
     return epsilons_for_event(manifest.mechanisms[strategy.name].dp_event(), manifest.delta)
+
+
+def _min_finite(values: np.ndarray) -> float | None:
+    finite = np.asarray(values, dtype=float)
+    finite = finite[np.isfinite(finite)]
+    return float(finite.min()) if finite.size else None
 
 
 def _optional(value: float) -> float | None:
@@ -122,9 +217,23 @@ def finite_items(mapping: Mapping[str, float]) -> dict[str, float]:
 def bounds(config: MembershipConfig, audit: Audit, manifest: TrainManifest) -> BoundsResult:
     """Accountants' ε for every DP strategy, the metrics (numbers only), plot tables and summary rows."""
     with np.load(audit.losses_path, allow_pickle=False) as f:
-        losses = {k: f[k] for k in f.files if not k.endswith(("_ce", "_logit"))}
+        losses = {k: f[k] for k in f.files if k != "logit"}
     with np.load(audit.attack_dir / ATTACK_FILE, allow_pickle=False) as f:
         attack = {k: f[k] for k in f.files}
+    confidence = float(attack["confidence"])
+    one_run = math.isclose(float(manifest.facts.get("inclusion_probability", 0.0)), 0.5)
+    if "ce" in losses:
+        attack.update(
+            audit_models(
+                losses["ce"],
+                losses["member_mask"],
+                manifest.delta,
+                float(attack["fpr"]),
+                confidence,
+                one_run,
+                int(manifest.seeds["seed"]),
+            )
+        )
     strategies = manifest_strategies(manifest)
     delta = manifest.delta
     binary = int(manifest.facts["num_classes"]) == 2
@@ -136,7 +245,8 @@ def bounds(config: MembershipConfig, audit: Audit, manifest: TrainManifest) -> B
     table: list[dict[str, Any]] = []
     checks = {
         "dp_models": 0,
-        "valid_lower_above_rdp": 0,
+        "one_run_above_rdp": 0,
+        "epsilon_star_indistinguishable": int(np.sum(attack["epsilon_star_distinguishable"] == 0)),
         "epsilon_star_above_rdp": 0,
         "epsilon_star_above_rdp_and_control": 0,
         "rdp_or_pld_above_naive_or_advanced": 0,
@@ -158,9 +268,7 @@ def bounds(config: MembershipConfig, audit: Audit, manifest: TrainManifest) -> B
         if eps_upper:
             entry["epsilon_upper"] = finite_items(eps_upper)
             checks["dp_models"] += int(sel.sum())
-            checks["valid_lower_above_rdp"] += int(
-                np.sum(attack["epsilon_lower_valid"][sel] > eps_upper["rdp"])
-            )
+            checks["one_run_above_rdp"] += int(np.sum(attack["epsilon_one_run"][sel] > eps_upper["rdp"]))
             star = attack["epsilon_star_parametric"][sel]
             checks["epsilon_star_above_rdp"] += int(np.sum(star > eps_upper["rdp"]))
             checks["epsilon_star_above_rdp_and_control"] += int(
@@ -174,10 +282,14 @@ def bounds(config: MembershipConfig, audit: Audit, manifest: TrainManifest) -> B
         entry["train_accuracy"] = summarise(losses["train_accuracy"][sel])
         if binary:
             entry["auroc"] = summarise(losses["auroc"][sel])
-        for name in PER_MODEL_FIELDS:
-            stats = summarise(attack[name][sel])
+        for name in (*PER_MODEL_FIELDS, *AUDIT_FIELDS):
+            stats = summarise(attack[name][sel]) if name in attack else {}
             if stats:
                 entry[name] = stats
+        one_run_bound = _min_finite(attack["epsilon_one_run"][sel]) if "epsilon_one_run" in attack else None
+        if one_run_bound is not None:
+            # Each repeat's one-run bound holds at the joint level, so their minimum does too.
+            entry[f"epsilon_lower_one_run_joint{_pct(confidence)}"] = one_run_bound
         metrics_strategies[s.name] = entry
         row = {
             "strategy": s.name,
@@ -195,8 +307,9 @@ def bounds(config: MembershipConfig, audit: Audit, manifest: TrainManifest) -> B
             else np.nan,
             "accuracy": _mean(losses["accuracy"][sel]),
         }
-        for name in PER_MODEL_FIELDS:
-            row[name] = _mean(attack[name][sel])
+        for name in (*PER_MODEL_FIELDS, *AUDIT_FIELDS):
+            row[name] = _mean(attack[name][sel]) if name in attack else float("nan")
+        row["epsilon_lower_one_run"] = one_run_bound if one_run_bound is not None else float("nan")
         row["epsilon_star_min"] = float(np.min(attack["epsilon_star_parametric"][sel]))
         row["epsilon_star_max"] = float(np.max(attack["epsilon_star_parametric"][sel]))
         for acc in ACCOUNTANT_ORDER:
@@ -213,27 +326,40 @@ def bounds(config: MembershipConfig, audit: Audit, manifest: TrainManifest) -> B
         "nonmembers": float(manifest.sizes["nonmembers"]),
         "repeats": float(manifest.sizes["repeats"]),
         "attack_fpr": float(attack["fpr"]),
+        "confidence": confidence,
+        "inclusion_probability": float(manifest.facts.get("inclusion_probability", 0.0)),
         "checks": checks,
         "strategies": metrics_strategies,
     }
 
     dp = frame[frame["kind"] == "dp"].sort_values("noise_multiplier")
+    # The region of privacy: valid lower bounds on the mechanism and the accountants, nothing else.
     region_cols = [
         "strategy",
         "noise_multiplier",
-        "epsilon_lower_valid",
-        "epsilon_lower_naive",
-        "epsilon_star_parametric",
+        "epsilon_lower_one_run",
         *(f"epsilon_{a}" for a in ACCOUNTANT_ORDER),
     ]
     plots = {"region.csv": dp[region_cols]}
+    estimate_cols = [
+        "strategy",
+        "noise_multiplier",
+        "epsilon_per_model_test",
+        "epsilon_naive_estimate",
+        "epsilon_star_parametric",
+        "epsilon_star_control",
+        "epsilon_rdp",
+    ]
+    plots["estimates.csv"] = dp[estimate_cols]
     rotated_cols = [
         "noise_multiplier",
         "strategy",
         "accuracy",
         "utility",
         "tpr_at_fpr",
-        "epsilon_lower_valid",
+        "tpr_at_fpr_low",
+        "tpr_at_fpr_high",
+        "epsilon_lower_one_run",
         *(f"epsilon_{a}" for a in ACCOUNTANT_ORDER),
     ]
     rotated = dp.sort_values("noise_multiplier", ascending=False)[rotated_cols]
@@ -245,7 +371,11 @@ def bounds(config: MembershipConfig, audit: Audit, manifest: TrainManifest) -> B
         "epsilon_star_parametric",
         "epsilon_star_min",
         "epsilon_star_max",
+        "epsilon_star_low",
+        "epsilon_star_high",
         "epsilon_star_control",
+        "epsilon_star_control_high",
+        "epsilon_star_distinguishable",
         "utility",
         "utility_min",
         "utility_max",
@@ -253,9 +383,8 @@ def bounds(config: MembershipConfig, audit: Audit, manifest: TrainManifest) -> B
     ]
     plots["privacy_utility.csv"] = frame[pu_cols]
 
-    estimator = (
-        f"loss threshold, {attack['selection']} selection, Clopper–Pearson {float(attack['confidence']):g}"
-    )
+    repeats = int(manifest.sizes["repeats"])
+    estimator = f"{ONE_RUN}, min over {repeats} model(s); joint {confidence:.0%}"
     summary: list[SummaryRow] = []
     for s, rec in zip(strategies, frame.to_dict("records"), strict=True):
         summary.append(
@@ -266,8 +395,9 @@ def bounds(config: MembershipConfig, audit: Audit, manifest: TrainManifest) -> B
                     for a in ACCOUNTANT_ORDER
                     if math.isfinite(rec[f"epsilon_{a}"])
                 },
-                epsilon_lower=_optional(rec["epsilon_lower_valid"]),
-                epsilon_lower_estimator=estimator,
+                epsilon_lower=_optional(rec["epsilon_lower_one_run"]),
+                epsilon_lower_estimator=estimator if one_run else None,
+                epsilon_lower_assumes=ONE_RUN_ASSUMES if one_run else None,
                 scores={"epsilon_star": _optional(rec["epsilon_star_parametric"])},
                 utility_name=utility_name,
                 utility=_optional(rec["utility"]),
@@ -284,6 +414,8 @@ def bounds(config: MembershipConfig, audit: Audit, manifest: TrainManifest) -> B
             "utility_name": utility_name,
             "fpr": float(attack["fpr"]),
             "headline_target_epsilon": config.bounds.headline_target_epsilon,
+            "confidence": confidence,
+            "one_run": one_run,
         },
         csv_float_format="%.6g",
     )

@@ -5,7 +5,8 @@
   :data:`dpaudit.references.NEGOESCU`).
 - ``datasets.<ds>``: members and non-members per repeat and optional layer widths; only
   ``train@<ds>-membership`` reads its own entry.
-- ``attack``: the loss-threshold attack's fixed FPR, confidence and threshold selection.
+- ``attack``: the loss-threshold attack's fixed FPR, the joint confidence, the threshold selection
+  of the per-model test and Epsilon*'s bootstrap size.
 - ``bounds``: which calibrated strategy is the audit's headline.
 
 Defaults live here, in the dataclasses; ``params.yaml`` repeats them and a test checks that the two
@@ -156,15 +157,24 @@ class TrainParams:
 
 @dataclass(frozen=True)
 class AttackParams:
-    """Loss-threshold attack settings: the fixed FPR of Erlingsson §4 and the valid threshold selection."""
+    """Attack settings: the fixed FPR of Erlingsson §4, the joint confidence of every bound and the
+    level of every interval, the threshold selection of the per-model test, and the bootstrap size
+    of Epsilon*'s interval and control (Negoescu et al.)."""
 
     fpr: float = 0.05
     confidence: float = 0.95
     selection: Literal["split", "bonferroni"] = "split"
+    epsilon_star_bootstrap: int = 50
 
     def __post_init__(self) -> None:
         require(0 < self.fpr < 1, "fpr", self.fpr, "must lie in (0, 1)")
         require(0 < self.confidence < 1, "confidence", self.confidence, "must lie in (0, 1)")
+        require(
+            self.epsilon_star_bootstrap >= 10,
+            "epsilon_star_bootstrap",
+            self.epsilon_star_bootstrap,
+            "must be >= 10 (resamples of Epsilon*'s interval and of its control)",
+        )
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,9 @@
 DP-SGD at fixed noise multipliers (weak → strong privacy), DP-SGD calibrated to target ε values
 (Negoescu §4.1: binary search on the noise multiplier under the accountant), non-DP baselines for
 several epoch counts and a deterministic XGBoost baseline. :func:`draw_splits` draws the member /
-non-member split of every repeat. Everything here is cheap and deterministic, so the stages and
-the tests share it. References: :data:`dpaudit.references.ERLINGSSON`,
+non-member split of every repeat (independent inclusion of every candidate, for the one-run audit).
+Everything here is cheap and deterministic, so the stages and the tests share it. References:
+:data:`dpaudit.references.ERLINGSSON`,
 :data:`dpaudit.references.NEGOESCU`.
 """
 
@@ -33,6 +34,7 @@ __all__ = [
     "Strategy",
     "draw_splits",
     "load_splits",
+    "save_splits",
     "manifest_strategies",
     "plan_strategies",
     "steps_for_epochs",
@@ -135,27 +137,51 @@ def plan_strategies(config: MembershipConfig, members: int, delta: float) -> lis
 
 @dataclass(frozen=True)
 class Splits:
-    """Global row indices of every repeat's members and non-members, and of the utility set."""
+    """The candidate population, every repeat's member mask over it, and the utility set.
 
-    members: np.ndarray  # [R, n_members]
-    nonmembers: np.ndarray  # [R, n_nonmembers]
+    ``population`` holds global row indices (sorted, unique); ``member_mask[r, i]`` says whether
+    ``population[i]`` is a member (trained on) in repeat ``r``. Every other population row is that
+    repeat's non-member. Member counts vary between repeats (see :func:`draw_splits`).
+    """
+
+    population: np.ndarray  # [P]
+    member_mask: np.ndarray  # [R, P] bool
     evaluation: np.ndarray  # [n_eval]
+    inclusion_probability: float = 0.5
 
     @property
-    def population(self) -> np.ndarray:
-        """All rows that are a member or non-member in some repeat (sorted)."""
-        return np.unique(np.concatenate([self.members.ravel(), self.nonmembers.ravel()]))
+    def repeats(self) -> int:
+        return int(self.member_mask.shape[0])
+
+    def members(self, repeat: int) -> np.ndarray:
+        """Global rows of repeat ``repeat``'s members (sorted)."""
+        return self.population[self.member_mask[repeat]]
+
+    def nonmembers(self, repeat: int) -> np.ndarray:
+        """Global rows of repeat ``repeat``'s non-members (sorted)."""
+        return self.population[~self.member_mask[repeat]]
+
+    @property
+    def member_counts(self) -> list[int]:
+        return [int(c) for c in self.member_mask.sum(axis=1)]
 
 
 def draw_splits(
     candidates: np.ndarray, evaluation: np.ndarray, sizes: SplitSizes, repeats: int, seed: int, dataset: str
 ) -> Splits:
-    """Draw a fixed population of members + non-members once, then split it anew for every repeat.
+    """A fixed population of ``members + nonmembers`` candidates, each included independently per repeat.
 
     Members and non-members come from the same candidate rows (the prepared D ∪ pool), so they
-    share a distribution, as Erlingsson §5.4 requires for a meaningful attack advantage. Reusing
-    one population keeps all repeats' trials trainable in one call; a fresh random split per
-    repeat gives each repeat its own member set.
+    share a distribution, as Erlingsson §5.4 requires for a meaningful attack advantage. In every
+    repeat each population row is a member independently with probability
+    p = members / (members + nonmembers) — a fair coin when the two sizes are equal, as in every
+    default. Independent fair-coin inclusion, decided before training, is what the one-run audit of
+    Steinke, Nasr & Jagielski 2023 (:data:`dpaudit.references.STEINKE_NASR_JAGIELSKI`, their Thm. 5.2) needs
+    for its bound on the mechanism's ε to hold; a fixed-size random subset would make inclusions
+    dependent. The member count of a repeat is therefore Binomial(P, p), not exactly ``members``:
+    ``members`` and ``nonmembers`` are expected counts. A draw with fewer than 2 members or
+    non-members is redrawn (probability below 2^-(P-2) for P ≥ 8 at p = 1/2).
+    Reusing one population keeps all repeats' trials trainable in one call.
     """
     need = sizes.members + sizes.nonmembers
     if need > len(candidates):
@@ -164,23 +190,46 @@ def draw_splits(
             f"non-members but the prepared data has only {len(candidates)} candidate rows (train + pool)"
         )
     rng = np.random.default_rng([seed, 7001])
-    population = rng.choice(np.sort(candidates), size=need, replace=False)
-    members, nonmembers = [], []
+    population = np.sort(rng.choice(np.sort(candidates), size=need, replace=False)).astype(np.int64)
+    p = sizes.members / need
+    masks = []
     for _ in range(repeats):
-        order = rng.permutation(need)
-        members.append(np.sort(population[order[: sizes.members]]))
-        nonmembers.append(np.sort(population[order[sizes.members :]]))
+        mask = rng.random(need) < p
+        while mask.sum() < 2 or (~mask).sum() < 2:
+            mask = rng.random(need) < p
+        masks.append(mask)
     return Splits(
-        members=np.stack(members).astype(np.int64),
-        nonmembers=np.stack(nonmembers).astype(np.int64),
+        population=population,
+        member_mask=np.stack(masks),
         evaluation=np.asarray(evaluation, dtype=np.int64),
+        inclusion_probability=float(p),
+    )
+
+
+def save_splits(path: Path, splits: Splits) -> None:
+    """Write the splits the train stage drew (``splits.npz``)."""
+    from dpaudit.io import write_npz
+
+    write_npz(
+        path,
+        {
+            "population": splits.population,
+            "member_mask": splits.member_mask,
+            "evaluation": splits.evaluation,
+            "inclusion_probability": np.asarray(splits.inclusion_probability),
+        },
     )
 
 
 def load_splits(path: Path) -> Splits:
-    """The member / non-member / evaluation rows the train stage drew."""
+    """The population, member masks and evaluation rows the train stage drew."""
     with np.load(path, allow_pickle=False) as f:
-        return Splits(members=f["members"], nonmembers=f["nonmembers"], evaluation=f["evaluation"])
+        return Splits(
+            population=f["population"],
+            member_mask=f["member_mask"].astype(bool),
+            evaluation=f["evaluation"],
+            inclusion_probability=float(f["inclusion_probability"]),
+        )
 
 
 def manifest_strategies(manifest: TrainManifest) -> list[Strategy]:

@@ -1,4 +1,8 @@
-"""Losses stage of the membership audit: per model, losses on members and non-members, and utility.
+"""Losses stage of the membership audit: per model, losses on its candidate population, and utility.
+
+Every model's losses cover the whole candidate population, with the model's member mask beside
+them (members vary per repeat and so do their counts: inclusion is an independent coin per
+candidate, :func:`dpaudit.experiments.membership.design.draw_splits`).
 
 Cross-entropy (Yeom et al.'s loss, :data:`dpaudit.references.YEOM`) and Negoescu et al.'s logit
 loss (footnote 1, :data:`dpaudit.references.NEGOESCU`), both from the logits by
@@ -36,7 +40,7 @@ def _utility(probs: np.ndarray, labels: np.ndarray) -> tuple[float, float]:
 
 
 def losses(config: MembershipConfig, audit: Audit, manifest: TrainManifest, out_path: Path) -> None:
-    """Per model: CE and logit losses on its members and non-members, utility on the eval split."""
+    """Per model: CE and logit losses on the population with its member mask; utility on the eval split."""
     from scipy.special import softmax
 
     prepared = PreparedData.load(audit.prepared_path)
@@ -46,8 +50,7 @@ def losses(config: MembershipConfig, audit: Audit, manifest: TrainManifest, out_
     population = splits.population
     rows = np.concatenate([population, splits.evaluation])
     X_rows, y_rows = prepared.X[rows], prepared.y[rows]
-    member_pos = np.searchsorted(population, splits.members)  # population is sorted and unique
-    nonmember_pos = np.searchsorted(population, splits.nonmembers)
+    pop_slice = slice(0, len(population))
     eval_slice = slice(len(population), len(rows))
     y_eval = y_rows[eval_slice]
 
@@ -72,10 +75,9 @@ def losses(config: MembershipConfig, audit: Audit, manifest: TrainManifest, out_
     fields: dict[str, list[Any]] = {
         k: []
         for k in (
-            "member_ce",
-            "nonmember_ce",
-            "member_logit",
-            "nonmember_logit",
+            "ce",
+            "logit",
+            "member_mask",
             "accuracy",
             "auroc",
             "train_accuracy",
@@ -87,25 +89,25 @@ def losses(config: MembershipConfig, audit: Audit, manifest: TrainManifest, out_
             logits = np.asarray(logits_of[(s.name, r)], dtype=np.float64)
             ce, logit = losses_from_logits(logits, y_rows)
             probs = softmax(logits, axis=-1)
-            fields["member_ce"].append(ce[member_pos[r]])
-            fields["nonmember_ce"].append(ce[nonmember_pos[r]])
-            fields["member_logit"].append(logit[member_pos[r]])
-            fields["nonmember_logit"].append(logit[nonmember_pos[r]])
+            mask = splits.member_mask[r]
+            fields["ce"].append(ce[pop_slice])
+            fields["logit"].append(logit[pop_slice])
+            fields["member_mask"].append(mask)
             accuracy, auroc = _utility(probs[eval_slice], y_eval)
             fields["accuracy"].append(accuracy)
             fields["auroc"].append(auroc)
-            fields["train_accuracy"].append(_utility(probs[member_pos[r]], y_rows[member_pos[r]])[0])
+            members = np.flatnonzero(mask)
+            fields["train_accuracy"].append(_utility(probs[members], y_rows[members])[0])
             model_strategy.append(si)
             model_repeat.append(r)
+    dtypes = {"ce": np.float32, "logit": np.float32, "member_mask": bool}
     arrays: dict[str, np.ndarray] = {
-        k: np.asarray(v, dtype=np.float32 if k.endswith(("_ce", "_logit")) else np.float64)
-        for k, v in fields.items()
+        k: np.asarray(v, dtype=dtypes.get(k, np.float64)) for k, v in fields.items()
     }
     arrays.update(
         strategy_names=np.asarray([s.name for s in strategies], dtype=str),
         model_strategy=np.asarray(model_strategy, dtype=np.int64),
         model_repeat=np.asarray(model_repeat, dtype=np.int64),
-        members=splits.members,
-        nonmembers=splits.nonmembers,
+        population=splits.population,
     )
     write_npz(out_path, arrays)

@@ -21,7 +21,13 @@ import numpy as np
 from dpaudit.data.prepared import PreparedData
 from dpaudit.experiments.base import Mechanism, TrainManifest
 from dpaudit.experiments.membership.config import MembershipConfig, XGBoostParams
-from dpaudit.experiments.membership.design import SPLITS, Strategy, draw_splits, plan_strategies
+from dpaudit.experiments.membership.design import (
+    SPLITS,
+    Strategy,
+    draw_splits,
+    plan_strategies,
+    save_splits,
+)
 from dpaudit.experiments.modelling import build_model
 from dpaudit.io import atomic_path, write_npz
 from dpaudit.layout import Audit
@@ -160,7 +166,7 @@ def train(config: MembershipConfig, audit: Audit, out_dir: Path) -> TrainManifes
     delta = tp.delta if tp.delta is not None else default_delta(sizes.members)
     strategies = plan_strategies(config, sizes.members, delta)
     population = splits.population
-    member_mask = np.stack([np.isin(population, m) for m in splits.members])  # [R, P]
+    member_mask = splits.member_mask  # [R, P]: independent inclusion per candidate and repeat
     X_pop, y_pop = prepared.X[population], prepared.y[population]
     hidden = config.hidden_for(audit.dataset)
     choice = config.sizes_for(audit.dataset).model
@@ -184,15 +190,12 @@ def train(config: MembershipConfig, audit: Audit, out_dir: Path) -> TrainManifes
         )
     if tp.xgboost.enabled:
         for r in range(tp.repeats):
-            rows = splits.members[r]
+            rows = splits.members(r)
             booster = train_xgboost(
                 prepared.X[rows], prepared.y[rows], prepared.num_classes, tp.xgboost, seed=tp.seed + r
             )
             save_xgboost(booster, out_dir / f"xgboost-r{r}.ubj")
-    write_npz(
-        out_dir / SPLITS,
-        {"members": splits.members, "nonmembers": splits.nonmembers, "evaluation": splits.evaluation},
-    )
+    save_splits(out_dir / SPLITS, splits)
     mechanisms: dict[str, Mechanism] = {}
     for s in strategies:
         if s.kind == "dp":
@@ -208,7 +211,12 @@ def train(config: MembershipConfig, audit: Audit, out_dir: Path) -> TrainManifes
         experiment="membership",
         dataset=audit.dataset,
         delta=delta,
-        sizes={"members": sizes.members, "nonmembers": sizes.nonmembers, "repeats": tp.repeats},
+        sizes={
+            "members": sizes.members,
+            "nonmembers": sizes.nonmembers,
+            "candidates": len(population),
+            "repeats": tp.repeats,
+        },
         seeds={"seed": tp.seed},
         mechanisms=mechanisms,
         facts={
@@ -217,6 +225,10 @@ def train(config: MembershipConfig, audit: Audit, out_dir: Path) -> TrainManifes
             "model": None if choice is None else asdict(choice),
             "calibration_accountant": tp.dpsgd.calibration_accountant,
             "poisson_sampling": True,
+            # Every candidate is a member independently with this probability in every repeat
+            # (Steinke et al. 2023's one-run audit needs 1/2); ``members`` is the expected count.
+            "inclusion_probability": splits.inclusion_probability,
+            "member_counts": splits.member_counts,
             "strategies": [s.to_dict() for s in strategies],
         },
         seconds=round(time.perf_counter() - started, 3),
