@@ -36,12 +36,16 @@ class InstantiationExperiment:
 
         return train(config, audit, out_dir)
 
-    def losses(self, config: InstantiationConfig, audit: Audit, manifest: TrainManifest, out_path: Path) -> None:
+    def losses(
+        self, config: InstantiationConfig, audit: Audit, manifest: TrainManifest, out_path: Path
+    ) -> None:
         from dpaudit.experiments.instantiation.losses import losses
 
         losses(config, audit, manifest, out_path)
 
-    def attack(self, config: InstantiationConfig, audit: Audit, manifest: TrainManifest, out_dir: Path) -> None:
+    def attack(
+        self, config: InstantiationConfig, audit: Audit, manifest: TrainManifest, out_dir: Path
+    ) -> None:
         from dpaudit.experiments.instantiation.attack import attack
 
         attack(config, audit, manifest, out_dir)

@@ -173,7 +173,8 @@ def bounds(config: InstantiationConfig, audit: Audit, manifest: TrainManifest) -
     for eps in manifest.facts["target_epsilons"]:
         key = epsilon_key(eps)
         upper_of[key] = {
-            k: finite_number(v) for k, v in epsilons_for_event(manifest.mechanisms[key].dp_event(), delta).items()
+            k: finite_number(v)
+            for k, v in epsilons_for_event(manifest.mechanisms[key].dp_event(), delta).items()
         }
     for cell in manifest_cells(manifest):
         with np.load(audit.attack_dir / f"{cell.file}.npz") as f:
@@ -201,7 +202,8 @@ def bounds(config: InstantiationConfig, audit: Audit, manifest: TrainManifest) -
         metrics.setdefault(cell.threat_model, {})[cell.setting] = {
             k: finite_number(v) for k, v in entry.items()
         }
-        rows.append({"threat_model": f"{cell.threat_model}: {NAMES[cell.threat_model]}", "tm": cell.threat_model,
+        label = f"{cell.threat_model}: {NAMES[cell.threat_model]}"
+        rows.append({"threat_model": label, "tm": cell.threat_model,
                      **entry})  # fmt: skip
     sim_rows: list[dict[str, Any]] = []
     for i, eps in enumerate(manifest.facts["target_epsilons"]):

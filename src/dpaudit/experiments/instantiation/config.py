@@ -99,7 +99,10 @@ class TrainParams:
             "must be >= 10",
         )
         require(
-            self.malicious_canary_size >= 1, "malicious_canary_size", self.malicious_canary_size, "must be >= 1"
+            self.malicious_canary_size >= 1,
+            "malicious_canary_size",
+            self.malicious_canary_size,
+            "must be >= 1",
         )
         require(
             self.chunk_size is None or self.chunk_size >= 1, "chunk_size", self.chunk_size, "null or >= 1"
@@ -175,7 +178,8 @@ class InstantiationConfig:
     def dataset(self, name: str) -> DatasetSettings:
         if name not in self.datasets:
             raise ParamsError(
-                f"params: missing key 'instantiation.datasets.{name}' (have: {', '.join(sorted(self.datasets))})"
+                f"params: missing key 'instantiation.datasets.{name}' "
+                f"(have: {', '.join(sorted(self.datasets))})"
             )
         return self.datasets[name]
 

@@ -105,8 +105,9 @@ def section(
     checks = result.metrics["checks"]
     description = (
         f"Nasr et al.'s six adversaries on the same DP-SGD: |D| = {manifest.sizes['dataset']}, q = "
-        f"{manifest.facts['sampling_rate']:g}, T = {manifest.facts['steps']}, C = {manifest.facts['clip_norm']:g}, "
-        f"δ = {manifest.delta:g}, noise calibrated per target ε under {manifest.facts['calibration_accountant']}; "
+        f"{manifest.facts['sampling_rate']:g}, T = {manifest.facts['steps']}, "
+        f"C = {manifest.facts['clip_norm']:g}, δ = {manifest.delta:g}, noise calibrated per target ε under "
+        f"{manifest.facts['calibration_accountant']}; "
         f"{manifest.sizes['trials_per_world']} trials per world per cell (F: "
         f"{manifest.sizes['malicious_trials_per_world']}). Crafter 2 uses {manifest.sizes['shadow_models']} "
         f"shadow models; E warms up for t_o = {manifest.facts['warmup_steps']} steps and tries 2n ∈ "
@@ -118,8 +119,10 @@ def section(
         experiment=audit.experiment,
         title=f"Adversary instantiation (Nasr et al.) on {audit.dataset}",
         description=description,
-        headline=min(result.summary, key=lambda r: abs(math.log(
-            float(r.setting.split("=")[1].split(" ")[0]) / fig_eps))),  # fmt: skip
+        headline=min(
+            result.summary,
+            key=lambda r: abs(math.log(float(r.setting.split("=")[1].split(" ")[0]) / fig_eps)),
+        ),  # fmt: skip
         rows=result.summary,
         tables=tables,
         figures=figures,

@@ -96,7 +96,9 @@ class Game:
     learning_rate: float
     chunk_size: int | None = None
 
-    def config(self, noise_multiplier: float, *, steps: int | None = None, learning_rate: float | None = None):
+    def config(
+        self, noise_multiplier: float, *, steps: int | None = None, learning_rate: float | None = None
+    ) -> DPSGDConfig:
         """DP-SGD of this game at noise z (optionally other steps / learning rate)."""
         return DPSGDConfig(
             clip_norm=self.clip_norm,

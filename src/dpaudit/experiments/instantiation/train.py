@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -24,6 +25,9 @@ from dpaudit.experiments.modelling import build_model
 from dpaudit.io import write_json, write_npz
 from dpaudit.layout import Audit
 
+if TYPE_CHECKING:
+    from dpaudit.experiments.instantiation.threat_models import Game
+
 log = logging.getLogger(__name__)
 
 #: Evaluation rows used for test accuracy (bounded so that 10⁴ trials stay cheap).
@@ -31,7 +35,7 @@ MAX_EVAL_ROWS = 1000
 POISON_FILE = "poison-{key}.npz"
 
 
-def build_game(config: InstantiationConfig, audit: Audit):
+def build_game(config: InstantiationConfig, audit: Audit) -> Game:
     """The shared :class:`~.threat_models.Game` of a dataset: model, D, pool, evaluation rows, range."""
     from dpaudit.experiments.instantiation.threat_models import Game
 
@@ -116,7 +120,10 @@ def train(config: InstantiationConfig, audit: Audit, out_dir: Path) -> TrainMani
             elif name == "E":
                 sizes = np.asarray(tp.canary_sizes)
                 inserted = np.concatenate(
-                    [balanced_inserted(tp.trials_per_world, [tp.seed, e_i, t_i, s]) for s in range(len(sizes))]
+                    [
+                        balanced_inserted(tp.trials_per_world, [tp.seed, e_i, t_i, s])
+                        for s in range(len(sizes))
+                    ]
                 )
                 size_of = np.repeat(sizes, 2 * tp.trials_per_world)
                 view = tm.play_gradient_canary(game, z, inserted, size_of, seed, tp.warmup_steps)
@@ -158,7 +165,8 @@ def train(config: InstantiationConfig, audit: Audit, out_dir: Path) -> TrainMani
             "malicious_canary_size": tp.malicious_canary_size,
             "calibration_accountant": tp.calibration_accountant,
             "learning_rate": game.learning_rate,
-            "hidden": None if config.dataset(audit.dataset).hidden is None
+            "hidden": None
+            if config.dataset(audit.dataset).hidden is None
             else list(config.dataset(audit.dataset).hidden),  # fmt: skip
             "cell_seconds": timings,
             "cell_trials": trials,
