@@ -161,3 +161,63 @@ def test_distinguisher3_with_q1_approaches_the_gaussian_mechanism() -> None:
         found.append(audit.lower_bounds["subsampled_gaussian"].epsilon)
     assert found[0] < found[1] <= exact
     assert found[1] > 0.85 * exact
+
+
+def _exp_run_params(recipe: str) -> dict:
+    """params.yaml with the ``-S key=value`` / ``++key=value`` overrides of one README command applied."""
+    import re
+    import shlex
+    from pathlib import Path
+
+    import yaml
+
+    from dpaudit.config import load_params
+
+    params = load_params(Path(__file__).resolve().parents[2] / "params.yaml")
+    words = shlex.split(recipe)
+    for flag, arg in zip(words[:-1], words[1:], strict=True):
+        if flag != "-S":
+            continue
+        key, value = re.sub(r"^\+\+", "", arg).split("=", 1)
+        *parents, last = key.split(".")
+        node = params
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = yaml.safe_load(value)
+    return params
+
+
+def _readme_recipe(name: str) -> str:
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    start = readme.index(f"dvc exp run -n {name}")
+    return readme[start : readme.index("\n```", start)].replace("\\\n", " ")
+
+
+def test_readme_instantiation_recipes_pass_the_check_and_change_the_config() -> None:
+    """The nasr-cpu and nasr-mnist recipes pass the check stage and really set what they claim."""
+    from dpaudit.experiments import get_experiment
+    from dpaudit.pipeline import check_params
+
+    experiment = get_experiment("instantiation")
+    default = experiment.config_from_params(_exp_run_params(""))
+    cpu = _exp_run_params(_readme_recipe("nasr-cpu"))
+    audits = {a.name for a in check_params(cpu)}
+    assert {"adult-instantiation", "digits-instantiation"} <= audits
+    config = experiment.config_from_params(cpu)
+    assert config != default
+    assert config.train.trials_per_world == 500 and config.train.target_epsilons == (1.0, 2.0, 4.0, 10.0)
+    assert config.train.malicious_trials_per_world == 10_000
+    assert config.attack.simulation_trials_per_world == 1_000_000
+    assert (config.train.sampling_rate, config.train.steps, config.train.clip_norm) == (0.1, 100, 1.0)
+
+    mnist = _exp_run_params(_readme_recipe("nasr-mnist"))
+    assert "mnist-instantiation" in {a.name for a in check_params(mnist)}
+    config = experiment.config_from_params(mnist)
+    assert config.dataset("mnist").hidden == (16, 32, 64) and config.dataset("mnist").learning_rate == 0.15
+    assert config.train.trials_per_world == 1000
+    from dpaudit.experiments.modelling import build_model
+
+    cnn = build_model("mnist", (28, 28, 1), 10, config.dataset("mnist").hidden)
+    assert sum(1 for layer in cnn.layers if hasattr(layer, "param_shapes")) == 4  # the 4-layer CNN
