@@ -157,7 +157,8 @@ def test_distinguisher3_with_q1_approaches_the_gaussian_mechanism() -> None:
         s_d, s_dp = simulate_subsampled_gaussian_scores(
             n, sampling_rate=1.0, steps=steps, noise_multiplier=z, seed=n
         )
-        audit = audit_scores(s_dp, s_d, delta=DELTA, confidence=0.95, mechanism=SubsampledGaussian(1.0, steps))
+        family = SubsampledGaussian(1.0, steps)
+        audit = audit_scores(s_dp, s_d, delta=DELTA, confidence=0.95, mechanism=family)
         found.append(audit.lower_bounds["subsampled_gaussian"].epsilon)
     assert found[0] < found[1] <= exact
     assert found[1] > 0.85 * exact
@@ -165,6 +166,7 @@ def test_distinguisher3_with_q1_approaches_the_gaussian_mechanism() -> None:
 
 def _exp_run_params(recipe: str) -> dict:
     """params.yaml with the ``-S key=value`` / ``++key=value`` overrides of one README command applied."""
+    import itertools
     import re
     import shlex
     from pathlib import Path
@@ -175,7 +177,7 @@ def _exp_run_params(recipe: str) -> dict:
 
     params = load_params(Path(__file__).resolve().parents[2] / "params.yaml")
     words = shlex.split(recipe)
-    for flag, arg in zip(words[:-1], words[1:], strict=True):
+    for flag, arg in itertools.pairwise(words):
         if flag != "-S":
             continue
         key, value = re.sub(r"^\+\+", "", arg).split("=", 1)
