@@ -28,6 +28,7 @@ import pandas as pd
 
 from dpaudit.bounds.accountants import epsilons_for_event
 from dpaudit.bounds.auditor import ScoresAudit, audit_scores
+from dpaudit.bounds.empirical import epsilon_lower_from_scores
 from dpaudit.bounds.tradeoff import SubsampledGaussian
 from dpaudit.experiments.base import BoundsResult, TrainManifest, finite_number
 from dpaudit.experiments.instantiation.config import InstantiationConfig
@@ -114,8 +115,11 @@ def audit_cell(
             found = _bounds_of(
                 _audit(attack["scores"][rows], inserted[rows], delta, level, mechanism, seed), selection
             )
-            literal = _audit(attack["scores_literal"][rows], inserted[rows], delta, level, mechanism, seed)
-            found["epsilon_lower_literal_sweep"] = literal.lower_bounds[f"sweep_{selection}"].epsilon
+            lit = attack["scores_literal"]
+            literal = epsilon_lower_from_scores(
+                lit[rows & (inserted == 1)], lit[rows & (inserted == 0)], delta, level, selection, seed
+            )
+            found["epsilon_lower_literal_sweep"] = literal.epsilon_lower
             for key, value in found.items():
                 best[f"{key}_2n{int(size)}"] = value
             for key in ("epsilon_lower_sweep", "epsilon_lower_family", "epsilon_lower_literal_sweep",
