@@ -37,7 +37,7 @@ class TrainParams:
 
     seed: int = 0
     trials_per_world: int = 100
-    target_epsilons: tuple[float, ...] = (2.0, 10.0)
+    target_epsilons: tuple[float, ...] = (2.0,)
     delta: float = 1e-5
     sampling_rate: float = 0.1
     steps: int = 100
@@ -48,13 +48,13 @@ class TrainParams:
     shadow_models: int = 16  # B/C/D: Crafter 2's shadow models
     craft_steps: int = 30  # T_c
     craft_step_size: float = 0.1  # per step, in units of each feature's range
-    adaptive_steps: int = 5  # D: gradient steps on x inside every training step (Crafter 3)
+    adaptive_steps: int = 3  # D: gradient steps on x inside every training step (Crafter 3)
     adaptive_step_size: float = 1.0
     virtual_learning_rate: float = 1.0  # D: learning rate of the virtual SGD step
     canary_sizes: tuple[int, ...] = (2, 20, 200)  # E/F: 2n
     warmup_fraction: float = 0.1  # t_o = max(1, ceil(warmup_fraction * T))
     malicious_size: int = 100  # F: |D| of Crafter 5's random dataset
-    malicious_trials_per_world: int = 1000  # F through the real trainer
+    malicious_trials_per_world: int = 500  # F through the real trainer
     malicious_canary_size: int = 2  # F: 2n of its canary
     chunk_size: int | None = None
 
