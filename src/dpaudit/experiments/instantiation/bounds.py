@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -44,6 +45,43 @@ from dpaudit.layout import Audit
 from dpaudit.report.spec import SummaryRow
 
 SCORES = {"epsilon_lower_ratio": "ε_LB / ε_PLD (strongest threat model)"}
+
+#: Grid of the optimistic PLD that turns z_UB into ε for the family bound (see :class:`Family`).
+FAMILY_EPSILON_DISCRETIZATION = 1e-3
+
+
+@lru_cache(maxsize=256)
+def _optimistic_family_epsilon(
+    noise_multiplier: float, sampling_rate: float, steps: int, delta: float
+) -> float:
+    from dp_accounting.pld import privacy_loss_distribution
+
+    pld = privacy_loss_distribution.from_gaussian_mechanism(
+        standard_deviation=noise_multiplier,
+        sampling_prob=sampling_rate,
+        value_discretization_interval=FAMILY_EPSILON_DISCRETIZATION,
+        pessimistic_estimate=False,
+        use_connect_dots=False,
+    ).self_compose(steps)
+    return float(pld.get_epsilon_for_delta(delta))
+
+
+class Family(SubsampledGaussian):
+    """The Poisson-subsampled Gaussian family with a one-grid ε(z_UB): dp_accounting's *optimistic*
+    PLD at :data:`FAMILY_EPSILON_DISCRETIZATION` underestimates ε, so the bound stays a lower bound,
+    at a fraction of the cost of the auditor's refined grid (one PLD per z_UB instead of up to five
+    refinements, which took minutes per cell on a loaded 2-core machine)."""
+
+    def epsilon(self, noise_multiplier: float, delta: float) -> float:
+        if not math.isfinite(noise_multiplier):
+            return 0.0
+        if delta <= 0:
+            return math.inf
+        if self.sampling_rate >= 1.0:
+            return super().epsilon(noise_multiplier, delta)
+        return _optimistic_family_epsilon(
+            float(noise_multiplier), float(self.sampling_rate), int(self.steps), float(delta)
+        )
 
 
 def _auroc(pos: np.ndarray, neg: np.ndarray) -> float:
@@ -166,7 +204,7 @@ def bounds(config: InstantiationConfig, audit: Audit, manifest: TrainManifest) -
     bp = config.bounds
     delta, confidence, selection = manifest.delta, bp.confidence, bp.selection
     q, steps = float(manifest.facts["sampling_rate"]), int(manifest.facts["steps"])
-    mechanism = SubsampledGaussian(q, steps)
+    mechanism = Family(q, steps, rtol=0.03)
     seed = int(manifest.seeds["seed"])
     timings = json.loads((audit.train_dir / "timings.json").read_text())
     with np.load(audit.losses_path) as lf:
