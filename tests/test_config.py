@@ -118,12 +118,15 @@ def test_repository_params_file_is_valid():
     from dpaudit.pipeline import check_params
 
     params = load_params(Path(__file__).resolve().parents[1] / "params.yaml")
-    assert sorted(audit.name for audit in check_params(params)) == [
+    names = {audit.name for audit in check_params(params)}
+    assert {
         "adult-identifiability",
         "adult-membership",
         "digits-identifiability",
         "digits-membership",
-    ]
+        "adult-instantiation",
+        "digits-instantiation",
+    } <= names
 
 
 def test_params_yaml_repeats_the_config_defaults():
@@ -188,5 +191,5 @@ def test_readme_membership_recipe_passes_the_check():
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     start = readme.index("dvc exp run -n membership-paper")
     params = _exp_run_params(readme[start : readme.index("\n```", start)].replace("\\\n", " "))
-    assert len(check_params(params)) == 7
+    assert sum(a.experiment == "membership" for a in check_params(params)) == 5
     assert params["membership"]["train"]["repeats"] == 10

@@ -1,0 +1,79 @@
+"""Attack stage of the instantiation audit: each threat model's distinguisher turns its view into scores.
+
+Nasr et al. 2021 (:data:`dpaudit.references.NASR_2021`): Distinguisher 1 (A, B) scores −ℓ(θ_T; x, y);
+Distinguisher 2 (C, D) both −max_i ℓ(θ_i; x, y) and −mean_i ℓ(θ_i; x, y) (the bounds stage picks one
+on a selection half); Distinguisher 3 (E, F) the likelihood-ratio statistic of the Poisson-subsampled
+Gaussian on the canary projections, and the paper's literal test. Higher score = world D′.
+
+For every ε of a run with F, Distinguisher 3 is also simulated on the ideal mechanism (10⁵–10⁶
+trials per world, :func:`dpaudit.attacks.gradient_canary.simulate_subsampled_gaussian_scores`) and its
+ROC compared with the exact trade-off from dp_accounting's PLD.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+
+from dpaudit.attacks.gradient_canary import compare_simulation_with_pld, simulate_subsampled_gaussian_scores
+from dpaudit.experiments.base import TrainManifest
+from dpaudit.experiments.instantiation.config import InstantiationConfig
+from dpaudit.experiments.instantiation.design import SIMULATION, epsilon_key, manifest_cells
+from dpaudit.experiments.instantiation.threat_models import distinguisher2_statistics, distinguisher3
+from dpaudit.io import write_npz
+from dpaudit.layout import Audit
+
+
+def attack(config: InstantiationConfig, audit: Audit, manifest: TrainManifest, out_dir: Path) -> None:
+    """Scores per cell (``<cell>.npz``) and, with F, the simulation per ε (``simulation-eps<ε>.npz``)."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    q, steps = float(manifest.facts["sampling_rate"]), int(manifest.facts["steps"])
+    clip = float(manifest.facts["clip_norm"])
+    with np.load(audit.losses_path) as lf:
+        loss = {k: lf[k] for k in lf.files}
+    for cell in manifest_cells(manifest):
+        with np.load(audit.train_dir / f"{cell.file}.npz") as f:
+            view = {k: f[k] for k in f.files}
+        out: dict[str, np.ndarray] = {"inserted": view["inserted"]}
+        if cell.threat_model in ("A", "B"):
+            out["scores"] = -loss[f"{cell.file}__final_loss"]
+        elif cell.threat_model in ("C", "D"):
+            stats = distinguisher2_statistics(loss[f"{cell.file}__loss_path"])
+            out["scores_max"], out["scores_mean"] = stats["max"], stats["mean"]
+        else:
+            lr, literal = distinguisher3(
+                view["dots"], view["canary_size"], sampling_rate=q, noise_std=cell.noise_multiplier * clip,
+                clip_norm=clip,
+            )  # fmt: skip
+            out["scores"], out["scores_literal"], out["canary_size"] = lr, literal, view["canary_size"]
+        write_npz(out_dir / f"{cell.file}.npz", out)
+    if "F" in manifest.facts["threat_models"]:
+        ap = config.attack
+        for i, eps in enumerate(manifest.facts["target_epsilons"]):
+            key = epsilon_key(eps)
+            z = float(manifest.mechanisms[key].noise_multiplier or 0.0)
+            t0 = time.perf_counter()
+            s_d, s_dp = simulate_subsampled_gaussian_scores(
+                ap.simulation_trials_per_world, sampling_rate=q, steps=steps, noise_multiplier=z,
+                seed=int(manifest.seeds["seed"]) * 100 + i,
+            )  # fmt: skip
+            seconds = time.perf_counter() - t0
+            rows = compare_simulation_with_pld(
+                s_d, s_dp, list(ap.simulation_fprs), sampling_rate=q, steps=steps, noise_multiplier=z
+            )
+            write_npz(
+                out_dir / f"{SIMULATION}-{key}.npz",
+                {
+                    "scores_d": s_d.astype(np.float32),
+                    "scores_dprime": s_dp.astype(np.float32),
+                    "fpr": np.array([r.fpr for r in rows]),
+                    "tpr_mc": np.array([r.tpr_mc for r in rows]),
+                    "tpr_pld": np.array([r.tpr_pld for r in rows]),
+                    "std_error": np.array([r.std_error for r in rows]),
+                    "z_score": np.array([r.z_score for r in rows]),
+                    "seconds": np.asarray(seconds),
+                },
+            )

@@ -1,0 +1,189 @@
+"""The ``instantiation:`` section of params.yaml (Nasr et al. 2021, :data:`dpaudit.references.NASR_2021`).
+
+Split by the stage that reads it:
+
+- ``train``: the game (trials per world, target ε grid at δ, q, T, C, calibration accountant), the
+  threat models to run (A–F of Table I) and every crafter's knobs (shadow count, crafting steps and
+  step size, canary sizes 2n, warm-up fraction, the malicious dataset's size and trial count).
+- ``datasets.<ds>``: hidden widths (MLP, or conv filters for mnist/cifar10) and learning rate; only
+  ``train@<ds>-instantiation`` reads its own entry.
+- ``attack``: the Monte Carlo of Distinguisher 3 on the ideal subsampled Gaussian (trials per world,
+  the FPRs of the PLD cross-check).
+- ``bounds``: the joint confidence, the assumption-free sweep's threshold selection and the ε of the
+  Fig. 9 analogue.
+
+Choices the paper leaves open (``../shared/specs/instantiation.md``): n = 16 shadow models, T_c = 30
+normalised gradient-ascent steps of size 0.1 (in units of the feature range), 2n ∈ {2, 20, 200}, t_o =
+max(1, ⌈0.1·T⌉), a malicious dataset of 100 random inputs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from dpaudit.config import ParamsError, from_mapping, require, section
+
+ThreatModel = Literal["A", "B", "C", "D", "E", "F"]
+THREAT_MODELS: tuple[str, ...] = ("A", "B", "C", "D", "E", "F")
+Accountant = Literal["rdp", "pld"]
+
+
+@dataclass(frozen=True)
+class TrainParams:
+    """What shapes the trained models and the crafted inputs (shared by all datasets)."""
+
+    seed: int = 0
+    trials_per_world: int = 100
+    target_epsilons: tuple[float, ...] = (2.0,)
+    delta: float = 1e-5
+    sampling_rate: float = 0.1
+    steps: int = 100
+    clip_norm: float = 1.0
+    calibration_accountant: Accountant = "rdp"
+    threat_models: tuple[ThreatModel, ...] = THREAT_MODELS
+    fresh_record: bool = True  # A: a fresh population record per trial (False: one fixed record)
+    shadow_models: int = 16  # B/C/D: Crafter 2's shadow models
+    craft_steps: int = 30  # T_c
+    craft_step_size: float = 0.1  # per step, in units of each feature's range
+    adaptive_steps: int = 3  # D: gradient steps on x inside every training step (Crafter 3)
+    adaptive_step_size: float = 1.0
+    virtual_learning_rate: float = 1.0  # D: learning rate of the virtual SGD step
+    canary_sizes: tuple[int, ...] = (2, 20, 200)  # E/F: 2n
+    warmup_fraction: float = 0.1  # t_o = max(1, ceil(warmup_fraction * T))
+    malicious_size: int = 100  # F: |D| of Crafter 5's random dataset
+    malicious_trials_per_world: int = 500  # F through the real trainer
+    malicious_canary_size: int = 2  # F: 2n of its canary
+    chunk_size: int | None = None
+
+    def __post_init__(self) -> None:
+        require(self.trials_per_world >= 10, "trials_per_world", self.trials_per_world, "must be >= 10")
+        require(
+            len(self.target_epsilons) >= 1 and all(e > 0 for e in self.target_epsilons),
+            "target_epsilons",
+            list(self.target_epsilons),
+            "must list at least one ε > 0",
+        )
+        require(0 < self.delta < 1, "delta", self.delta, "must lie in (0, 1)")
+        require(0 < self.sampling_rate <= 1, "sampling_rate", self.sampling_rate, "must lie in (0, 1]")
+        require(2 <= self.steps <= 100_000, "steps", self.steps, "must lie in 2..100000")
+        require(self.clip_norm > 0, "clip_norm", self.clip_norm, "must be > 0")
+        require(
+            len(self.threat_models) >= 1 and len(set(self.threat_models)) == len(self.threat_models),
+            "threat_models",
+            list(self.threat_models),
+            "must list distinct threat models of A..F",
+        )
+        require(self.shadow_models >= 1, "shadow_models", self.shadow_models, "must be >= 1")
+        require(self.craft_steps >= 1, "craft_steps", self.craft_steps, "must be >= 1")
+        require(self.craft_step_size > 0, "craft_step_size", self.craft_step_size, "must be > 0")
+        require(self.adaptive_steps >= 1, "adaptive_steps", self.adaptive_steps, "must be >= 1")
+        require(self.adaptive_step_size > 0, "adaptive_step_size", self.adaptive_step_size, "must be > 0")
+        require(
+            self.virtual_learning_rate > 0, "virtual_learning_rate", self.virtual_learning_rate, "must be > 0"
+        )
+        require(
+            len(self.canary_sizes) >= 1 and all(s >= 1 for s in self.canary_sizes),
+            "canary_sizes",
+            list(self.canary_sizes),
+            "must list canary sizes 2n >= 1",
+        )
+        require(0 < self.warmup_fraction < 1, "warmup_fraction", self.warmup_fraction, "must lie in (0, 1)")
+        require(self.malicious_size >= 1, "malicious_size", self.malicious_size, "must be >= 1")
+        require(
+            self.malicious_trials_per_world >= 10,
+            "malicious_trials_per_world",
+            self.malicious_trials_per_world,
+            "must be >= 10",
+        )
+        require(
+            self.malicious_canary_size >= 1,
+            "malicious_canary_size",
+            self.malicious_canary_size,
+            "must be >= 1",
+        )
+        require(
+            self.chunk_size is None or self.chunk_size >= 1, "chunk_size", self.chunk_size, "null or >= 1"
+        )
+
+    @property
+    def warmup_steps(self) -> int:
+        """t_o = max(1, ⌈warmup_fraction·T⌉) (Crafter 4's warm-up), at most T − 1."""
+        return min(self.steps - 1, max(1, math.ceil(self.warmup_fraction * self.steps - 1e-9)))
+
+
+@dataclass(frozen=True)
+class DatasetSettings:
+    """Per dataset: layer widths (MLP) or conv filters (mnist/cifar10 CNN) and the learning rate."""
+
+    hidden: tuple[int, ...] | None = None
+    learning_rate: float = 0.5
+
+    def __post_init__(self) -> None:
+        require(
+            self.hidden is None or (len(self.hidden) >= 1 and all(h >= 1 for h in self.hidden)),
+            "hidden",
+            None if self.hidden is None else list(self.hidden),
+            "must be null or list positive widths",
+        )
+        require(self.learning_rate > 0, "learning_rate", self.learning_rate, "must be > 0")
+
+
+@dataclass(frozen=True)
+class AttackParams:
+    """Distinguisher 3's Monte Carlo on the ideal subsampled Gaussian (threat model F's idealisation)."""
+
+    simulation_trials_per_world: int = 100_000
+    simulation_fprs: tuple[float, ...] = (0.001, 0.01, 0.1)
+
+    def __post_init__(self) -> None:
+        require(
+            self.simulation_trials_per_world >= 1000,
+            "simulation_trials_per_world",
+            self.simulation_trials_per_world,
+            "must be >= 1000",
+        )
+        require(
+            all(0 < f < 1 for f in self.simulation_fprs),
+            "simulation_fprs",
+            list(self.simulation_fprs),
+            "must lie in (0, 1)",
+        )
+
+
+@dataclass(frozen=True)
+class BoundsParams:
+    """Joint confidence of every bound, the sweep's threshold selection, the Fig. 9 ε."""
+
+    confidence: float = 0.95
+    selection: Literal["split", "bonferroni"] = "bonferroni"
+    figure_epsilon: float = 2.0
+
+    def __post_init__(self) -> None:
+        require(0 < self.confidence < 1, "confidence", self.confidence, "must lie in (0, 1)")
+        require(self.figure_epsilon > 0, "figure_epsilon", self.figure_epsilon, "must be > 0")
+
+
+@dataclass(frozen=True)
+class InstantiationConfig:
+    """The whole ``instantiation:`` section."""
+
+    datasets: dict[str, DatasetSettings] = field(default_factory=dict)
+    train: TrainParams = field(default_factory=TrainParams)
+    attack: AttackParams = field(default_factory=AttackParams)
+    bounds: BoundsParams = field(default_factory=BoundsParams)
+
+    def dataset(self, name: str) -> DatasetSettings:
+        if name not in self.datasets:
+            raise ParamsError(
+                f"params: missing key 'instantiation.datasets.{name}' "
+                f"(have: {', '.join(sorted(self.datasets))})"
+            )
+        return self.datasets[name]
+
+
+def config_from_params(params: Mapping[str, Any]) -> InstantiationConfig:
+    """Validate ``params['instantiation']`` (unknown keys refused by their full path)."""
+    return from_mapping(InstantiationConfig, section(params, "instantiation"), "instantiation")

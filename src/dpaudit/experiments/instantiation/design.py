@@ -1,0 +1,92 @@
+"""The game of Nasr et al. 2021 §III/§IV (:data:`dpaudit.references.NASR_2021`): cells, worlds, noise, caps.
+
+A *cell* is one threat model (A–F of Table I) at one target ε. Every cell plays exactly N trials per
+world: ``inserted`` is 1 in world D′ (the target record, poison or canary is present) and 0 in world
+D; the distinguishers' scores are higher for D′, so the scores auditor's "in" scores are the inserted
+trials. The noise for each target ε is calibrated for fixed q and T (RDP, as the paper), and the
+Clopper–Pearson cap is the largest ε lower bound N trials per world can give (a perfect test).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from dpaudit.bounds.empirical import clopper_pearson_upper, epsilon_from_rates, limit_level
+from dpaudit.experiments.base import TrainManifest
+
+__all__ = [
+    "NAMES",
+    "Cell",
+    "balanced_inserted",
+    "cell_file",
+    "cp_cap",
+    "epsilon_key",
+    "manifest_cells",
+]
+
+#: Threat models of Table I with their section of Nasr et al. 2021.
+NAMES: dict[str, str] = {
+    "A": "API access (§IV-A)",
+    "B": "static poison (§IV-B)",
+    "C": "intermediate models (§IV-C)",
+    "D": "adaptive poison (§IV-D)",
+    "E": "gradient canary (§IV-E)",
+    "F": "malicious dataset (§IV-F)",
+}
+SIMULATION = "simulation"
+
+
+def epsilon_key(epsilon: float) -> str:
+    """``eps2``, ``eps0.5``: the setting name of a target ε in the manifest and metrics."""
+    return f"eps{epsilon:g}"
+
+
+def cell_file(threat_model: str, epsilon: float) -> str:
+    """File stem of one cell's outputs under the train, attack and bounds folders."""
+    return f"{threat_model}-{epsilon_key(epsilon)}"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One threat model at one target ε, with the noise multiplier calibrated for it."""
+
+    threat_model: str
+    target_epsilon: float
+    noise_multiplier: float
+
+    @property
+    def file(self) -> str:
+        return cell_file(self.threat_model, self.target_epsilon)
+
+    @property
+    def setting(self) -> str:
+        return epsilon_key(self.target_epsilon)
+
+
+def manifest_cells(manifest: TrainManifest) -> list[Cell]:
+    """Every cell the train stage ran, from the manifest (threat-model order, then ε)."""
+    cells = []
+    for tm in manifest.facts["threat_models"]:
+        for eps in manifest.facts["target_epsilons"]:
+            z = float(manifest.mechanisms[epsilon_key(eps)].noise_multiplier or 0.0)
+            cells.append(Cell(str(tm), float(eps), z))
+    return cells
+
+
+def balanced_inserted(per_world: int, seed: int | list[int]) -> np.ndarray:
+    """Exactly ``per_world`` trials in each world, in a seeded random order (1 = D′, inserted)."""
+    bits = np.repeat(np.array([0, 1], dtype=np.int8), per_world)
+    return np.random.default_rng(seed).permutation(bits)
+
+
+def cp_cap(per_world: int, delta: float, confidence: float = 0.95) -> float:
+    """The largest ε lower bound N trials per world can certify (Nasr et al. Eqs. 4–5).
+
+    A perfect test (no false positive, no false negative) with both Clopper–Pearson upper limits at
+    the one-sided level 1 − (1 − c)/2 (jointly c): FPR_U = FNR_U = 1 − ((1 − c)/2)^{1/N}. At c = 0.95,
+    δ = 1e-5: 3.28 / 4.21 / 4.91 / 5.60 / 7.90 / 12.51 for N = 100 / 250 / 500 / 1000 / 1e4 / 1e6.
+    """
+    upper = float(clopper_pearson_upper(0, int(per_world), limit_level(confidence, 2)))
+    return float(epsilon_from_rates(upper, upper, delta))

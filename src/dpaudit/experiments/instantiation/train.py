@@ -1,0 +1,175 @@
+"""Train stage of the instantiation audit: every threat model × target ε, all trials of a cell at once.
+
+For each target ε the noise multiplier z is calibrated for the fixed q and T (RDP by default, as
+Nasr et al. 2021 §V, :data:`dpaudit.references.NASR_2021`). Crafter 2's poison (shared by B, C and
+D's query) is crafted once per ε from freshly trained shadow models. Each cell writes the view of its
+threat model (``<tm>-eps<ε>.npz`` with ``inserted``, losses or projections, test accuracy) and its
+wall-clock time; the manifest records one DP-SGD mechanism per ε.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from dpaudit.bounds.accountants import calibrate_noise_multiplier
+from dpaudit.data.prepared import PreparedData
+from dpaudit.experiments.base import Mechanism, TrainManifest
+from dpaudit.experiments.instantiation.config import InstantiationConfig
+from dpaudit.experiments.instantiation.design import balanced_inserted, cell_file, epsilon_key
+from dpaudit.experiments.modelling import build_model
+from dpaudit.io import write_json, write_npz
+from dpaudit.layout import Audit
+
+if TYPE_CHECKING:
+    from dpaudit.experiments.instantiation.threat_models import Game
+
+log = logging.getLogger(__name__)
+
+#: Evaluation rows used for test accuracy (bounded so that 10⁴ trials stay cheap).
+MAX_EVAL_ROWS = 1000
+POISON_FILE = "poison-{key}.npz"
+
+
+def build_game(config: InstantiationConfig, audit: Audit) -> Game:
+    """The shared :class:`~.threat_models.Game` of a dataset: model, D, pool, evaluation rows, range."""
+    from dpaudit.experiments.instantiation.threat_models import Game
+
+    prepared = PreparedData.load(audit.prepared_path)
+    settings = config.dataset(audit.dataset)
+    model = build_model(prepared.name, prepared.input_shape, prepared.num_classes, settings.hidden)
+    X = prepared.X.astype(np.float32)
+    lo, hi = X.min(axis=0), X.max(axis=0)
+    ev = prepared.eval_idx[:MAX_EVAL_ROWS]
+    tp = config.train
+    return Game(
+        model=model,
+        X_d=X[prepared.train_idx],
+        y_d=prepared.y[prepared.train_idx],
+        X_pool=X[prepared.pool_idx],
+        y_pool=prepared.y[prepared.pool_idx],
+        X_eval=X[ev],
+        y_eval=prepared.y[ev],
+        lo=lo,
+        hi=hi,
+        sampling_rate=tp.sampling_rate,
+        steps=tp.steps,
+        clip_norm=tp.clip_norm,
+        learning_rate=settings.learning_rate,
+        chunk_size=tp.chunk_size,
+    )
+
+
+def cell_seed(seed: int, tm_index: int, eps_index: int) -> int:
+    """A distinct seed per cell."""
+    return int(seed) * 10_000 + 100 * eps_index + tm_index + 1
+
+
+def train(config: InstantiationConfig, audit: Audit, out_dir: Path) -> TrainManifest:
+    """Play every cell; write per-cell views, the poisons and the timings; return the manifest."""
+    from dpaudit.experiments.instantiation import threat_models as tm
+
+    started = time.perf_counter()
+    tp = config.train
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    game = build_game(config, audit)
+    mechanisms: dict[str, Mechanism] = {}
+    timings: dict[str, float] = {}
+    trials: dict[str, int] = {}
+    for e_i, eps in enumerate(tp.target_epsilons):
+        z = calibrate_noise_multiplier(eps, tp.delta, tp.sampling_rate, tp.steps, tp.calibration_accountant)
+        key = epsilon_key(eps)
+        mechanisms[key] = Mechanism.dpsgd(z, tp.sampling_rate, tp.steps, tp.clip_norm)
+        poison: tuple[np.ndarray, int] | None = None
+        if {"B", "C", "D"} & set(tp.threat_models):
+            t0 = time.perf_counter()
+            shadows, unused = tm.train_shadow_models(game, z, tp.shadow_models, cell_seed(tp.seed, 0, e_i))
+            start = int(np.random.default_rng([tp.seed, e_i, 3]).choice(unused))
+            x0, y0 = game.X_pool[start], int(game.y_pool[start])
+            x, history = tm.craft_static_poison(
+                game.model, shadows, x0, y0, game.lo, game.hi, tp.craft_steps, tp.craft_step_size
+            )
+            poison = (x, y0)
+            write_npz(out_dir / POISON_FILE.format(key=key), {"x0": x0, "x": x, "y": y0, "history": history})
+            timings[f"crafter2-{key}"] = time.perf_counter() - t0
+        done_bc = False
+        for t_i, name in enumerate(tp.threat_models):
+            seed = cell_seed(tp.seed, t_i + 1, e_i)
+            inserted = balanced_inserted(tp.trials_per_world, [tp.seed, e_i, t_i])
+            t0 = time.perf_counter()
+            if name == "A":
+                view = tm.play_api_access(game, z, inserted, seed, fresh=tp.fresh_record)
+            elif name in ("B", "C"):
+                if done_bc:  # B and C share their trials: C sees every θ_i, B only θ_T
+                    continue
+                assert poison is not None
+                view = tm.play_static_poison(game, z, inserted, seed, poison[0], poison[1])
+                done_bc = True
+            elif name == "D":
+                assert poison is not None
+                view = tm.play_adaptive_poison(
+                    game, z, inserted, seed, poison[0], poison[1],
+                    steps=tp.adaptive_steps, step_size=tp.adaptive_step_size,
+                    virtual_learning_rate=tp.virtual_learning_rate,
+                )  # fmt: skip
+            elif name == "E":
+                sizes = np.asarray(tp.canary_sizes)
+                inserted = np.concatenate(
+                    [
+                        balanced_inserted(tp.trials_per_world, [tp.seed, e_i, t_i, s])
+                        for s in range(len(sizes))
+                    ]
+                )
+                size_of = np.repeat(sizes, 2 * tp.trials_per_world)
+                view = tm.play_gradient_canary(game, z, inserted, size_of, seed, tp.warmup_steps)
+            else:  # F
+                inserted = balanced_inserted(tp.malicious_trials_per_world, [tp.seed, e_i, t_i])
+                view = tm.play_malicious_dataset(
+                    game, z, inserted, seed,
+                    dataset_size=tp.malicious_size, canary_size=tp.malicious_canary_size,
+                )  # fmt: skip
+            seconds = time.perf_counter() - t0
+            files = ["B", "C"] if name in ("B", "C") else [name]
+            for f in files:
+                if f in tp.threat_models:
+                    write_npz(out_dir / f"{cell_file(f, eps)}.npz", view)
+                    timings[cell_file(f, eps)] = seconds
+                    trials[cell_file(f, eps)] = len(view["inserted"])
+            log.info("%s %s ε=%g: %d trials in %.1fs", audit.name, name, eps, len(view["inserted"]), seconds)
+    write_json(out_dir / "timings.json", {"seconds": timings, "trials": trials})
+    return TrainManifest(
+        experiment="instantiation",
+        dataset=audit.dataset,
+        delta=tp.delta,
+        sizes={
+            "trials_per_world": tp.trials_per_world,
+            "malicious_trials_per_world": tp.malicious_trials_per_world,
+            "dataset": len(game.X_d),
+            "shadow_models": tp.shadow_models,
+        },
+        seeds={"seed": tp.seed},
+        mechanisms=mechanisms,
+        facts={
+            "threat_models": list(tp.threat_models),
+            "target_epsilons": list(tp.target_epsilons),
+            "sampling_rate": tp.sampling_rate,
+            "steps": tp.steps,
+            "clip_norm": tp.clip_norm,
+            "warmup_steps": tp.warmup_steps,
+            "canary_sizes": list(tp.canary_sizes),
+            "malicious_canary_size": tp.malicious_canary_size,
+            "calibration_accountant": tp.calibration_accountant,
+            "learning_rate": game.learning_rate,
+            "hidden": None
+            if config.dataset(audit.dataset).hidden is None
+            else list(config.dataset(audit.dataset).hidden),  # fmt: skip
+            "cell_seconds": timings,
+            "cell_trials": trials,
+        },
+        seconds=round(time.perf_counter() - started, 3),
+    )

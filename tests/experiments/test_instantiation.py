@@ -1,0 +1,225 @@
+"""Unit tests of the instantiation experiment (Nasr et al. 2021, issue 13's acceptance list).
+
+Each runs in seconds on a tiny synthetic game; the contract test runs the whole pipeline
+(``tests/experiments/test_contract.py`` with ``instantiation/smoke.yaml``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from dpaudit.attacks.gradient_canary import canary_gradient, simulate_subsampled_gaussian_scores
+from dpaudit.bounds.auditor import audit_scores
+from dpaudit.bounds.empirical import epsilon_lower_from_counts
+from dpaudit.bounds.tradeoff import SubsampledGaussian, gdp_epsilon
+from dpaudit.config import ParamsError
+from dpaudit.experiments.instantiation.config import TrainParams, config_from_params
+from dpaudit.experiments.instantiation.design import balanced_inserted, cp_cap
+
+DELTA = 1e-5
+
+
+@pytest.mark.parametrize(
+    ("per_world", "cap"),
+    [(100, 3.28), (250, 4.21), (500, 4.91), (1000, 5.60), (10_000, 7.90), (1_000_000, 12.51)],
+)
+def test_cp_cap_reproduces_the_spec(per_world: int, cap: float) -> None:
+    assert cp_cap(per_world, DELTA, 0.95) == pytest.approx(cap, abs=0.006)
+
+
+def test_balanced_worlds_have_exactly_n_trials_each() -> None:
+    bits = balanced_inserted(37, [0, 1])
+    assert bits.size == 74 and bits.sum() == 37
+
+
+def test_warmup_steps_and_config_errors() -> None:
+    assert TrainParams(steps=100).warmup_steps == 10
+    assert TrainParams(steps=5).warmup_steps == 1
+    with pytest.raises(ParamsError, match="instantiation.train.trials_per_world"):
+        config_from_params({"instantiation": {"train": {"trials_per_world": 3}}})
+    with pytest.raises(ParamsError, match="instantiation.train.threat_models"):
+        config_from_params({"instantiation": {"train": {"threat_models": ["G"]}}})
+
+
+# ------------------------------------------------------------------------------- a tiny game
+
+
+@pytest.fixture(scope="module")
+def game():
+    from dpaudit.experiments.instantiation.threat_models import Game
+    from dpaudit.training.models import mlp
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 5)).astype(np.float32)
+    y = (X[:, 0] + 0.3 * rng.normal(size=400) > 0).astype(np.int64)
+    return Game(
+        model=mlp("toy", 5, 2, [8]),
+        X_d=X[:60],
+        y_d=y[:60],
+        X_pool=X[60:300],
+        y_pool=y[60:300],
+        X_eval=X[300:],
+        y_eval=y[300:],
+        lo=X.min(axis=0),
+        hi=X.max(axis=0),
+        sampling_rate=0.5,
+        steps=6,
+        clip_norm=1.0,
+        learning_rate=0.5,
+    )
+
+
+def test_canary_gradient_has_norm_c_and_splits_into_parameters(game) -> None:
+    from dpaudit.experiments.instantiation.threat_models import _flat, _split_flat
+
+    for size in (2, 20, 200):
+        size = min(size, game.model.num_params)
+        coords = np.random.default_rng(size).choice(game.model.num_params, size, replace=False)
+        g = canary_gradient(game.model.num_params, coords, 1.7)
+        assert np.linalg.norm(g) == pytest.approx(1.7, rel=1e-12)
+    parts = _split_flat(game.model, g[None])
+    assert [p.shape[1:] for p in parts] == list(game.model.param_shapes)
+    np.testing.assert_allclose(_flat(parts)[0], g, rtol=1e-6)
+
+
+def test_gradient_canary_without_noise_is_perfect_and_reaches_the_cp_cap(game) -> None:
+    """E with (almost) no noise: every D′ trial scores above every D trial; the bound is the CP cap."""
+    from dataclasses import replace
+
+    from dpaudit.experiments.instantiation.threat_models import distinguisher3, play_gradient_canary
+
+    # The canary enters every step after t_o (q = 1), and feature 0 is 0 throughout D, so the data's
+    # gradients vanish on the first-layer weights of that feature (flat coordinates 0..7): Crafter 4
+    # picks them (zero update, lowest index), which is the paper's assumption.
+    X_d = game.X_d.copy()
+    X_d[:, 0] = 0.0
+    full = replace(game, sampling_rate=1.0, X_d=X_d)
+    n = 20
+    inserted = balanced_inserted(n, [1])
+    sizes = np.full(2 * n, 2)
+    z = 1e-4
+    view = play_gradient_canary(full, z, inserted, sizes, seed=3, warmup=1)
+    scores, _ = distinguisher3(view["dots"], sizes, sampling_rate=1.0, noise_std=z, clip_norm=1.0)
+    pos, neg = scores[inserted == 1], scores[inserted == 0]
+    assert pos.min() > neg.max()
+    perfect = epsilon_lower_from_counts(0, 0, n, n, DELTA, 0.95).epsilon_lower
+    assert perfect == pytest.approx(cp_cap(n, DELTA, 0.95))
+    naive = audit_scores(pos, neg, delta=DELTA, confidence=0.95).lower_bounds["sweep_naive"].epsilon
+    assert naive == pytest.approx(cp_cap(n, DELTA, 0.95))
+
+
+def test_static_poison_raises_the_mean_shadow_loss(game) -> None:
+    from dpaudit.experiments.instantiation.threat_models import craft_static_poison, train_shadow_models
+
+    shadows, unused = train_shadow_models(game, 0.5, 4, seed=1)
+    start = int(unused[0])
+    x, history = craft_static_poison(
+        game.model, shadows, game.X_pool[start], int(game.y_pool[start]), game.lo, game.hi, 10, 0.1
+    )
+    assert history[-1] > history[0]
+    assert np.all(x >= game.lo - 1e-6) and np.all(x <= game.hi + 1e-6)
+    final = float(np.mean(game.model.losses(shadows, x[None], np.array([int(game.y_pool[start])]))))
+    start_loss = float(np.mean(game.model.losses(shadows, game.X_pool[start][None], game.y_pool[[start]])))
+    assert final > start_loss
+
+
+def test_adaptive_poison_lowers_the_query_loss_after_one_virtual_step(game) -> None:
+    import tensorflow as tf
+
+    from dpaudit.experiments.instantiation.threat_models import craft_adaptive_input
+
+    model = game.model
+    params = [tf.constant(p) for p in model.init(3, seed=5)]
+    # move the biases off 0 so that the ReLUs pass gradients at x = 0
+    params = [p + 0.1 if p.shape.rank == 2 else p for p in params]
+    xq, yq = game.X_pool[:1], int(game.y_pool[0])
+    x = craft_adaptive_input(model, params, tf.constant(xq), yq, game.lo, game.hi, 5, 1.0, 1.0)
+    with tf.GradientTape() as tape:
+        tape.watch(params)
+        logits, _ = model.forward(params, x, shared=False)
+        loss = tf.reduce_sum(model.example_losses(logits, tf.fill([3, 1], yq)))
+    grads = tape.gradient(loss, params)
+    virtual = [p - 1.0 * g for p, g in zip(params, grads, strict=True)]
+    before = model.example_losses(model.forward(params, tf.constant(xq))[0], tf.constant([yq])).numpy()
+    after = model.example_losses(model.forward(virtual, tf.constant(xq))[0], tf.constant([yq])).numpy()
+    assert np.all(after < before)
+
+
+def test_distinguisher3_with_q1_approaches_the_gaussian_mechanism() -> None:
+    """q = 1: the T-fold Gaussian is μ-GDP with μ = √T/z; the bound rises towards its exact ε with N."""
+    steps, z = 4, 2.0
+    exact = gdp_epsilon(math.sqrt(steps) / z, DELTA)
+    found = []
+    for n in (300, 30_000):
+        s_d, s_dp = simulate_subsampled_gaussian_scores(
+            n, sampling_rate=1.0, steps=steps, noise_multiplier=z, seed=n
+        )
+        family = SubsampledGaussian(1.0, steps)
+        audit = audit_scores(s_dp, s_d, delta=DELTA, confidence=0.95, mechanism=family)
+        found.append(audit.lower_bounds["subsampled_gaussian"].epsilon)
+    assert found[0] < found[1] <= exact
+    assert found[1] > 0.85 * exact
+
+
+def _exp_run_params(recipe: str) -> dict:
+    """params.yaml with the ``-S key=value`` / ``++key=value`` overrides of one README command applied."""
+    import itertools
+    import re
+    import shlex
+    from pathlib import Path
+
+    import yaml
+
+    from dpaudit.config import load_params
+
+    params = load_params(Path(__file__).resolve().parents[2] / "params.yaml")
+    words = shlex.split(recipe)
+    for flag, arg in itertools.pairwise(words):
+        if flag != "-S":
+            continue
+        key, value = re.sub(r"^\+\+", "", arg).split("=", 1)
+        *parents, last = key.split(".")
+        node = params
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = yaml.safe_load(value)
+    return params
+
+
+def _readme_recipe(name: str) -> str:
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    start = readme.index(f"dvc exp run -n {name}")
+    return readme[start : readme.index("\n```", start)].replace("\\\n", " ")
+
+
+def test_readme_instantiation_recipes_pass_the_check_and_change_the_config() -> None:
+    """The nasr-cpu and nasr-mnist recipes pass the check stage and really set what they claim."""
+    from dpaudit.experiments import get_experiment
+    from dpaudit.pipeline import check_params
+
+    experiment = get_experiment("instantiation")
+    default = experiment.config_from_params(_exp_run_params(""))
+    cpu = _exp_run_params(_readme_recipe("nasr-cpu"))
+    audits = {a.name for a in check_params(cpu)}
+    assert {"adult-instantiation", "digits-instantiation"} <= audits
+    config = experiment.config_from_params(cpu)
+    assert config != default
+    assert config.train.trials_per_world == 500 and config.train.target_epsilons == (1.0, 2.0, 4.0, 10.0)
+    assert config.train.malicious_trials_per_world == 10_000
+    assert config.attack.simulation_trials_per_world == 1_000_000
+    assert (config.train.sampling_rate, config.train.steps, config.train.clip_norm) == (0.1, 100, 1.0)
+
+    mnist = _exp_run_params(_readme_recipe("nasr-mnist"))
+    assert "mnist-instantiation" in {a.name for a in check_params(mnist)}
+    config = experiment.config_from_params(mnist)
+    assert config.dataset("mnist").hidden == (16, 32, 64) and config.dataset("mnist").learning_rate == 0.15
+    assert config.train.trials_per_world == 1000
+    from dpaudit.experiments.modelling import build_model
+
+    cnn = build_model("mnist", (28, 28, 1), 10, config.dataset("mnist").hidden)
+    assert sum(1 for layer in cnn.layers if hasattr(layer, "param_shapes")) == 4  # the 4-layer CNN
