@@ -14,7 +14,7 @@ def main() -> None:
 
     def body(params: dict) -> None:
         from dpaudit.experiments.target.config import config_from_params
-        from dpaudit.experiments.target.inputs import prepare_target
+        from dpaudit.experiments.target.design.inputs import prepare_target
 
         entry = config_from_params(params).model_for(args.name)
         data = Path("data")

@@ -48,7 +48,7 @@ from dpaudit.sensitivity.search import (
     UnboundedChoice,
 )
 
-STAGE_MODULES = ("config", "design", "train", "losses", "attack", "bounds", "report")
+STAGE_MODULES = ("config", "train", "losses", "attack", "bounds", "report")
 DATASET = "adult"  # synthetic rows under a registry name, so the default model family applies
 
 
@@ -97,6 +97,7 @@ def check_contract(experiment: Experiment, root: Path) -> None:
     name = experiment.name
     package = _package_dir(experiment)
     assert all((package / f"{module}.py").is_file() for module in STAGE_MODULES), sorted(package.iterdir())
+    assert (package / "design" / "__init__.py").is_file(), "the game and shared helpers live in design/"
     section = _smoke_section(experiment)
     params = {
         "data": {"datasets": [DATASET]},
@@ -218,7 +219,7 @@ TOY_FILES = {
         def config_from_params(params):
             return from_mapping(ToyConfig, section(params, "toyexp"), "toyexp")
     ''',
-    "design.py": '''
+    "design/__init__.py": '''
         """File names of the toy experiment."""
 
         SCORES = "scores.npz"
@@ -320,6 +321,7 @@ def test_a_toy_experiment_plugs_in_without_edits_elsewhere(
     package = search / "toyexp"
     package.mkdir(parents=True)
     for file, text in TOY_FILES.items():
+        (package / file).parent.mkdir(parents=True, exist_ok=True)
         (package / file).write_text(textwrap.dedent(text).lstrip())
     monkeypatch.setattr(experiments, "__path__", [*experiments.__path__, str(search)])
     monkeypatch.setattr(experiments, "_REGISTRY", dict(experiments._REGISTRY))

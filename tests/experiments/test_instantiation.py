@@ -49,7 +49,7 @@ def test_warmup_steps_and_config_errors() -> None:
 
 @pytest.fixture(scope="module")
 def game():
-    from dpaudit.experiments.instantiation.threat_models import Game
+    from dpaudit.experiments.instantiation.design.threat_models import Game
     from dpaudit.training.models import mlp
 
     rng = np.random.default_rng(0)
@@ -73,7 +73,7 @@ def game():
 
 
 def test_canary_gradient_has_norm_c_and_splits_into_parameters(game) -> None:
-    from dpaudit.experiments.instantiation.threat_models import _flat, _split_flat
+    from dpaudit.experiments.instantiation.design.threat_models import _flat, _split_flat
 
     for size in (2, 20, 200):
         size = min(size, game.model.num_params)
@@ -89,7 +89,7 @@ def test_gradient_canary_without_noise_is_perfect_and_reaches_the_cp_cap(game) -
     """E with (almost) no noise: every D′ trial scores above every D trial; the bound is the CP cap."""
     from dataclasses import replace
 
-    from dpaudit.experiments.instantiation.threat_models import distinguisher3, play_gradient_canary
+    from dpaudit.experiments.instantiation.design.threat_models import distinguisher3, play_gradient_canary
 
     # The canary enters every step after t_o (q = 1), and feature 0 is 0 throughout D, so the data's
     # gradients vanish on the first-layer weights of that feature (flat coordinates 0..7): Crafter 4
@@ -112,7 +112,10 @@ def test_gradient_canary_without_noise_is_perfect_and_reaches_the_cp_cap(game) -
 
 
 def test_static_poison_raises_the_mean_shadow_loss(game) -> None:
-    from dpaudit.experiments.instantiation.threat_models import craft_static_poison, train_shadow_models
+    from dpaudit.experiments.instantiation.design.threat_models import (
+        craft_static_poison,
+        train_shadow_models,
+    )
 
     shadows, unused = train_shadow_models(game, 0.5, 4, seed=1)
     start = int(unused[0])
@@ -129,7 +132,7 @@ def test_static_poison_raises_the_mean_shadow_loss(game) -> None:
 def test_adaptive_poison_lowers_the_query_loss_after_one_virtual_step(game) -> None:
     import tensorflow as tf
 
-    from dpaudit.experiments.instantiation.threat_models import craft_adaptive_input
+    from dpaudit.experiments.instantiation.design.threat_models import craft_adaptive_input
 
     model = game.model
     params = [tf.constant(p) for p in model.init(3, seed=5)]

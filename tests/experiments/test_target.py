@@ -23,7 +23,7 @@ from dpaudit import pipeline
 from dpaudit.config import load_params
 from dpaudit.data.custom import CustomDataError, prepare_custom_stage
 from dpaudit.data.prepare import DataConfig
-from dpaudit.experiments.target.inputs import load_target_model, prepare_target, read_membership
+from dpaudit.experiments.target.design.inputs import load_target_model, prepare_target, read_membership
 from dpaudit.io import read_json
 from dpaudit.report.spec import ReportSection
 from dpaudit.sensitivity.search import SensitivityConfig, run_sensitivity

@@ -2,7 +2,7 @@
 models of Table I, from API access to a malicious dataset, on the same DP-SGD, each with its ε lower
 bound beside the accountants' ε.
 
-Modules: :mod:`.config` (params), :mod:`.design` (cells, worlds, CP cap), :mod:`.threat_models`
+Modules: :mod:`.config` (params), :mod:`.design` (cells, worlds, CP cap), :mod:`.design.threat_models`
 (crafters and distinguishers A–F), :mod:`.train`, :mod:`.losses`, :mod:`.attack`, :mod:`.bounds`
 (numbers) and :mod:`.report` (the section). Spec: ``../shared/specs/instantiation.md``.
 """

@@ -21,7 +21,7 @@ from dpaudit.attacks.gradient_canary import compare_simulation_with_pld, simulat
 from dpaudit.experiments.base import TrainManifest
 from dpaudit.experiments.instantiation.config import InstantiationConfig
 from dpaudit.experiments.instantiation.design import SIMULATION, epsilon_key, manifest_cells
-from dpaudit.experiments.instantiation.threat_models import distinguisher2_statistics, distinguisher3
+from dpaudit.experiments.instantiation.design.threat_models import distinguisher2_statistics, distinguisher3
 from dpaudit.io import write_npz
 from dpaudit.layout import Audit
 

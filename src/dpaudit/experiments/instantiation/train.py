@@ -26,7 +26,7 @@ from dpaudit.io import write_json, write_npz
 from dpaudit.layout import Audit
 
 if TYPE_CHECKING:
-    from dpaudit.experiments.instantiation.threat_models import Game
+    from dpaudit.experiments.instantiation.design.threat_models import Game
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +36,8 @@ POISON_FILE = "poison-{key}.npz"
 
 
 def build_game(config: InstantiationConfig, audit: Audit) -> Game:
-    """The shared :class:`~.threat_models.Game` of a dataset: model, D, pool, evaluation rows, range."""
-    from dpaudit.experiments.instantiation.threat_models import Game
+    """The shared :class:`~.design.threat_models.Game` of a dataset: model, D, pool, evaluation rows, range."""
+    from dpaudit.experiments.instantiation.design.threat_models import Game
 
     prepared = PreparedData.load(audit.prepared_path)
     settings = config.dataset(audit.dataset)
@@ -71,7 +71,7 @@ def cell_seed(seed: int, tm_index: int, eps_index: int) -> int:
 
 def train(config: InstantiationConfig, audit: Audit, out_dir: Path) -> TrainManifest:
     """Play every cell; write per-cell views, the poisons and the timings; return the manifest."""
-    from dpaudit.experiments.instantiation import threat_models as tm
+    from dpaudit.experiments.instantiation.design import threat_models as tm
 
     started = time.perf_counter()
     tp = config.train

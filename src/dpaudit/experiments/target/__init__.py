@@ -5,7 +5,7 @@ it did and did not train on (``target.datasets.<name>``); ``target-prepare@<name
 against their DVC digests and bundles them with the base dataset's rows. The audit then runs
 Yeom et al.'s loss-threshold attack, offline LiRA (Carlini et al. 2022) with shadow models of the
 same architecture trained at once on the pool, the scores auditor (TPR at fixed FPR, AUROC, ε lower
-bounds) and Epsilon* with its interval (Negoescu et al.). Modules: :mod:`.config`, :mod:`.inputs`
+bounds) and Epsilon* with its interval (Negoescu et al.). Modules: :mod:`.config`, :mod:`.design.inputs`
 (the target-prepare stage), :mod:`.design`, :mod:`.train`, :mod:`.losses`, :mod:`.attack`,
 :mod:`.bounds` (numbers) and :mod:`.report` (the section's text).
 """

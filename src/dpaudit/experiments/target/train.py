@@ -22,7 +22,7 @@ from dpaudit.data.prepared import PreparedData
 from dpaudit.experiments.base import Mechanism, TrainManifest
 from dpaudit.experiments.target.config import TargetConfig, TrainParams
 from dpaudit.experiments.target.design import MODEL_FILE, WEIGHTS_FILE, mapped_model, shadow_masks
-from dpaudit.experiments.target.inputs import load_target_model
+from dpaudit.experiments.target.design.inputs import load_target_model
 from dpaudit.io import write_npz
 from dpaudit.layout import Audit
 
