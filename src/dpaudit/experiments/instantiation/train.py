@@ -36,7 +36,7 @@ POISON_FILE = "poison-{key}.npz"
 
 
 def build_game(config: InstantiationConfig, audit: Audit) -> Game:
-    """The shared :class:`~.design.threat_models.Game` of a dataset: model, D, pool, evaluation rows, range."""
+    """The shared :class:`~.design.threat_models.Game` of a dataset: model, D, pool, eval rows, range."""
     from dpaudit.experiments.instantiation.design.threat_models import Game
 
     prepared = PreparedData.load(audit.prepared_path)
