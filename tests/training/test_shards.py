@@ -8,6 +8,7 @@ trainings are tiny (a 2-layer MLP, 24 trials in 6 chunks of 4, 3 steps).
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -140,3 +141,12 @@ print("no ray")
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
     assert "no ray" in out.stdout
+
+
+def test_params_yaml_runner_is_the_local_default() -> None:
+    from dpaudit.config import load_params
+
+    assert shards.RunnerConfig.from_params(load_params(REPO / "params.yaml")) == shards.RunnerConfig()
+    dvc_yaml = (REPO / "dvc.yaml").read_text()
+    # A runner change never retrains (results are bit-identical), so no stage lists runner keys.
+    assert re.search(r"^\s*-\s*runner", dvc_yaml, re.M) is None
