@@ -99,6 +99,7 @@ def main() -> None:
     model, X, y, mask, cfg, kw = workload(args.trials)
     size, num_chunks = dpsgd.chunk_layout(model, mask, cfg)
     os.environ.setdefault("PYTHONPATH", str(ROOT / "src"))
+    os.environ.setdefault("RAY_worker_niceness", "0")  # Ray's default 15 starves workers on a shared box
     t0 = time.perf_counter()
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     startup = time.perf_counter() - t0

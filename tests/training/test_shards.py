@@ -78,6 +78,7 @@ def test_runner_config_is_validated() -> None:
 def local_ray():
     ray = pytest.importorskip("ray")
     os.environ.setdefault("PYTHONPATH", str(REPO / "src"))
+    os.environ.setdefault("RAY_worker_niceness", "0")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()

@@ -159,6 +159,9 @@ def _run_on_ray(
     T = len(member_mask)
     started = not ray.is_initialized()
     if started:
+        if runner.address is None:
+            # Ray starts workers at niceness 15; on a shared machine that starves the shards.
+            os.environ.setdefault("RAY_worker_niceness", "0")
         ray.init(address=runner.address, include_dashboard=False, log_to_driver=False)
     try:
         per_shard = runner.shard_chunks
