@@ -28,6 +28,7 @@ from dpaudit.experiments.base import Experiment, TrainManifest, read_manifest, w
 from dpaudit.io import atomic_directory, atomic_path, handle_termination, interruption, write_json
 from dpaudit.layout import CHECK_PATH, TIMING_DIR, Audit, audit_key
 from dpaudit.logs import setup_logging
+from dpaudit.training.shards import RunnerConfig, using
 
 log = logging.getLogger("dpaudit.stage")
 
@@ -136,6 +137,7 @@ def check_params(params: Mapping[str, Any]) -> list[Audit]:
     data.check_custom_files()  # the user's files: DVC digest and content, before any work
     SensitivityConfig.from_params(params)
     report_config(params)
+    RunnerConfig.from_params(params)
     audits = audits_from_params(params)
     used = {a.experiment for a in audits}
     configs: dict[str, Any] = {}
@@ -166,7 +168,7 @@ def run_check(params: Mapping[str, Any], out_path: Path = CHECK_PATH) -> None:
 def run_train(params: Mapping[str, Any], name: str, root: Path = Path(".")) -> None:
     """``train@<audit>``: train into the audit's train directory and write its manifest there."""
     audit, experiment, config = load_audit(params, name, root)
-    with atomic_directory(audit.train_dir) as out_dir:
+    with using(RunnerConfig.from_params(params)), atomic_directory(audit.train_dir) as out_dir:
         manifest = experiment.train(config, audit, out_dir)
         if not isinstance(manifest, TrainManifest):
             raise TypeError(

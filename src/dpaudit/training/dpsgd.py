@@ -749,6 +749,55 @@ def _pad(a: np.ndarray, size: int) -> np.ndarray:
     return np.concatenate([a, np.repeat(a[-1:], size - len(a), axis=0)], axis=0)
 
 
+def _layout(
+    model: Model,
+    mask: np.ndarray,
+    cfg: DPSGDConfig,
+    chunk_size: int | None,
+    strategy: Strategy | StrategyName,
+    batching: Batching,
+) -> tuple[int, int, bool]:
+    """Chunk size, number of chunks and whether Poisson batches are gathered (see :func:`train_trials`)."""
+    T = len(mask)
+    if isinstance(strategy, str):
+        if strategy == "auto":
+            strat = select_strategy(model)
+        elif strategy in ("trials", "groups", "single"):
+            strat = Strategy(strategy, {"trials": None, "groups": 8, "single": 1}[strategy])
+        else:
+            raise ValueError(f"strategy must be auto, trials, groups or single, got {strategy!r}")
+    else:
+        strat = strategy
+    mode = batching if batching != "auto" else strat.batching
+    gathered = cfg.sampling_rate < 1.0 and (
+        mode == "gathered" or (mode == "auto" and cfg.sampling_rate <= 0.5)
+    )
+    rows_per_step = mask.shape[1]
+    if gathered:
+        sizes = mask.sum(axis=1)
+        rows_per_step = poisson_batch_bound(int(sizes.max()) if T else 0, cfg.sampling_rate)
+        # Gathered batches: chunks sized by the padded batch, not N (adult, q = 0.1 of 2000, 2 cores:
+        # 0.16–0.19 ms per trial-step with 32–128 trials per chunk, 0.43 with 256).
+    size = chunk_size or strat.chunk_size or default_chunk_size(model, rows_per_step, gathered=gathered)
+    num_chunks = max(1, math.ceil(T / size))
+    size = math.ceil(T / num_chunks) if T else 0
+    return size, num_chunks, gathered
+
+
+def chunk_layout(
+    model: Model,
+    member_mask: np.ndarray,
+    cfg: DPSGDConfig,
+    chunk_size: int | None = None,
+    strategy: Strategy | StrategyName = "auto",
+    batching: Batching = "auto",
+) -> tuple[int, int]:
+    """``(trials per chunk, number of chunks)`` that :func:`train_trials` uses for these arguments;
+    chunk ``c`` holds trials ``c·size … min(T, (c+1)·size) − 1``."""
+    size, num_chunks, _ = _layout(model, np.asarray(member_mask), cfg, chunk_size, strategy, batching)
+    return size, num_chunks
+
+
 def train_trials(
     model: Model,
     X: np.ndarray,
@@ -770,6 +819,7 @@ def train_trials(
     jit_compile: bool | None = None,
     steps_per_call: int = 50,
     desc: str = "train trials",
+    chunks: range | None = None,
 ) -> TrainResult:
     """Train ``T = len(member_mask)`` models with DP-SGD (Abadi et al. 2016, Algorithm 1), each on
     its masked subset of ``X``.
@@ -793,6 +843,10 @@ def train_trials(
     Results are reproducible for a fixed ``seed``, chunk size and ``jit_compile`` (XLA's stateless
     RNG draws different numbers), and independent of the number of intra-op threads; initial
     weights depend only on ``seed`` and the trial index.
+
+    ``chunks`` (a range of global chunk indices of :func:`chunk_layout`) trains only those chunks'
+    trials — a shard (:mod:`dpaudit.training.shards`); the arguments stay those of the whole run,
+    so each chunk draws the same numbers, and shards concatenated in chunk order equal one call.
     """
     X = np.asarray(X, dtype=np.float32)
     y = np.asarray(y, dtype=np.int32)
@@ -829,27 +883,10 @@ def train_trials(
         # XLA; XLA also slows convolutions on CPU. Pass True to try it elsewhere (e.g. a GPU).
         jit_compile = False
 
-    if isinstance(strategy, str):
-        if strategy == "auto":
-            strat = select_strategy(model)
-        elif strategy in ("trials", "groups", "single"):
-            strat = Strategy(strategy, {"trials": None, "groups": 8, "single": 1}[strategy])
-        else:
-            raise ValueError(f"strategy must be auto, trials, groups or single, got {strategy!r}")
-    else:
-        strat = strategy
-    mode = batching if batching != "auto" else strat.batching
-    gathered = cfg.sampling_rate < 1.0 and (
-        mode == "gathered" or (mode == "auto" and cfg.sampling_rate <= 0.5)
-    )
-    rows_per_step = len(X)
-    if gathered:
-        rows_per_step = poisson_batch_bound(int(sizes.max()) if T else 0, cfg.sampling_rate)
-        # Gathered batches: chunks sized by the padded batch, not N (adult, q = 0.1 of 2000, 2 cores:
-        # 0.16–0.19 ms per trial-step with 32–128 trials per chunk, 0.43 with 256).
-    size = chunk_size or strat.chunk_size or default_chunk_size(model, rows_per_step, gathered=gathered)
-    num_chunks = max(1, math.ceil(T / size))
-    size = math.ceil(T / num_chunks) if T else 0
+    size, num_chunks, gathered = _layout(model, mask, cfg, chunk_size, strategy, batching)
+    selected = range(num_chunks) if chunks is None else chunks
+    if selected.step != 1 or not 0 <= selected.start <= selected.stop <= num_chunks:
+        raise ValueError(f"chunks must be a contiguous range within 0..{num_chunks}, got {chunks!r}")
 
     hooks: dict[str, Any] = {}
     inj_key = None
@@ -889,9 +926,10 @@ def train_trials(
     seed_t = tf.constant(seed, tf.int64)
     final: list[list[np.ndarray]] = [[] for _ in params0]
     records: dict[str, list[np.ndarray]] = {}
-    bar = progress(desc=desc, total=T * cfg.steps, unit="trial-step")
+    selected_trials = min(T, selected.stop * size) - min(T, selected.start * size)
+    bar = progress(desc=desc, total=selected_trials * cfg.steps, unit="trial-step")
     fn = stepper.get()
-    for ci in range(num_chunks):
+    for ci in selected:
         lo, hi = ci * size, min(T, (ci + 1) * size)
         if lo >= hi:
             break

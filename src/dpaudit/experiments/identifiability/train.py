@@ -38,6 +38,7 @@ from dpaudit.io import write_json, write_npz
 from dpaudit.layout import Audit
 from dpaudit.sensitivity.search import SensitivityResult
 from dpaudit.training import dpsgd, models
+from dpaudit.training.shards import run_trials
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +88,7 @@ def train(config: IdentifiabilityConfig, audit: Audit, out_dir: Path) -> TrainMa
             sensitivity_factor=2.0 if neighbours == "bounded" else 1.0,
             normalizer=float(pop.n),
         )
-        res = dpsgd.train_trials(
+        res = run_trials(
             model,
             pop.X,
             pop.y,
@@ -199,7 +200,7 @@ def _train_candidates(
         noise_scale="local",
         normalizer=float(pop.n),
     )
-    res = dpsgd.train_trials(
+    res = run_trials(
         model,
         pop.X,
         pop.y,

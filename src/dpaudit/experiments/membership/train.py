@@ -59,7 +59,8 @@ def train_group(
     All ``strategies`` must share steps, sampling rate, learning rate and clipping (one group);
     noise multipliers may differ per trial. Non-DP groups run without clipping and noise.
     """
-    from dpaudit.training.dpsgd import DPSGDConfig, train_trials
+    from dpaudit.training.dpsgd import DPSGDConfig
+    from dpaudit.training.shards import run_trials
 
     first = strategies[0]
     for s in strategies:
@@ -79,7 +80,7 @@ def train_group(
         steps=int(first.steps or 0),
         sampling_rate=float(first.sampling_rate or 1.0),
     )
-    result = train_trials(model, X, y, member_mask, cfg, seed=seed)
+    result = run_trials(model, X, y, member_mask, cfg, seed=seed)
     return [np.asarray(p) for p in result.params]
 
 
