@@ -163,8 +163,10 @@ def test_exp_run_moves_the_epsilon_metric(tmp_path):
 # ----------------------------------------------------------------------------------------------
 # Stage scoping: what `dvc status` marks after one change.
 
-AUDITS = ("adult-identifiability", "digits-identifiability", "adult-membership", "digits-membership")
-DATASETS = ("adult", "digits")
+# Every default audit and dataset of the repository's params.yaml (all of them need placeholder outputs).
+_DEFAULTS = yaml.safe_load((REPO / "params.yaml").read_text(encoding="utf-8"))
+AUDITS = tuple(_DEFAULTS["audits"])
+DATASETS = tuple(_DEFAULTS["data"]["datasets"])
 
 
 def _placeholder_outputs(work: Path) -> None:
