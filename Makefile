@@ -1,11 +1,13 @@
 # `make run`: set up the environment if needed, then run the whole DVC pipeline offline.
-# `make test`: set up the environment if needed, then lint and run the test suite.
+# `make test`: set up the environment if needed, then lint and run the test suite (< 15 min on 2 cores).
+# `make test-e2e`: the end-to-end tests that run whole DVC pipelines, queues and README walkthroughs
+# (marked `slow`; several minutes each). CI (.ci/run) runs both.
 PYTHON ?= python3.11
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.dpaudit-installed
 
-.PHONY: run test lint env chromium clean-outputs
+.PHONY: run test test-e2e lint env chromium clean-outputs
 
 env: $(STAMP)
 
@@ -37,4 +39,7 @@ chromium:
 	fi
 
 test: env lint chromium
-	. $(BIN)/activate && DPAUDIT_PROGRESS=0 TF_CPP_MIN_LOG_LEVEL=2 python -m pytest
+	. $(BIN)/activate && DPAUDIT_PROGRESS=0 TF_CPP_MIN_LOG_LEVEL=2 python -m pytest -m "not slow"
+
+test-e2e: env
+	. $(BIN)/activate && DPAUDIT_PROGRESS=0 TF_CPP_MIN_LOG_LEVEL=2 python -m pytest -m slow
