@@ -377,7 +377,7 @@ def model_from_keras(keras_model: Any) -> Model:
     """Map a live ``tf.keras`` Sequential or functional model (through its configuration)."""
     try:
         text = keras_model.to_json()
-    except NotImplementedError as exc:
+    except RuntimeError as exc:  # Keras: subclassed models have no config (a RuntimeError subclass)
         raise KerasImportError(
             f"model '{getattr(keras_model, 'name', '?')}' is a subclassed model without a configuration; "
             f"write it as a Sequential or functional model"
