@@ -226,3 +226,51 @@ def test_readme_instantiation_recipes_pass_the_check_and_change_the_config() -> 
 
     cnn = build_model("mnist", (28, 28, 1), 10, config.dataset("mnist").hidden)
     assert sum(1 for layer in cnn.layers if hasattr(layer, "param_shapes")) == 4  # the 4-layer CNN
+
+
+def test_adaptive_input_starts_at_the_query_or_at_zero(game) -> None:
+    """With no crafting steps Crafter 3 returns its start: x_q per trial (``query``) or 0 clipped to the
+    input range (``zero``, the paper's); an unknown start is refused."""
+    import tensorflow as tf
+
+    from dpaudit.experiments.instantiation.design.threat_models import craft_adaptive_input
+
+    params = [tf.constant(p) for p in game.model.init(2, seed=5)]
+    xq = game.X_pool[:1]
+    x = craft_adaptive_input(game.model, params, tf.constant(xq), 0, game.lo, game.hi, 0, 1.0, 1.0, "query")
+    expected = np.broadcast_to(np.clip(xq, game.lo, game.hi), (2, 1, *xq.shape[1:]))
+    np.testing.assert_allclose(x.numpy(), expected)
+    x0 = craft_adaptive_input(game.model, params, tf.constant(xq), 0, game.lo, game.hi, 0, 1.0, 1.0, "zero")
+    np.testing.assert_allclose(x0.numpy()[0, 0], np.clip(0.0, game.lo, game.hi))
+    with pytest.raises(ValueError, match="start"):
+        craft_adaptive_input(game.model, params, tf.constant(xq), 0, game.lo, game.hi, 1, 1.0, 1.0, "middle")
+
+
+def test_distinguisher2_takes_the_best_statistic_by_bonferroni() -> None:
+    """C/D audit max, mean and final loss on all trials at 1 − 0.05/3 each and keep the largest bound:
+    with only the final loss informative, the cell's bound is that statistic's bound at the split level
+    (so C, whose view contains B's, loses only the Bonferroni factor against B, not half its trials)."""
+    from dpaudit.experiments.instantiation.bounds import audit_cell
+    from dpaudit.experiments.instantiation.design import Cell
+    from dpaudit.experiments.instantiation.design.threat_models import distinguisher2_statistics
+
+    rng = np.random.default_rng(4)
+    n = 400
+    inserted = balanced_inserted(n, [2])
+    path = rng.normal(size=(2 * n, 6)) + 5.0
+    path[:, -1] = rng.normal(size=2 * n) - 2.5 * inserted  # D′ trials end with a much lower loss
+    stats = distinguisher2_statistics(path)
+    np.testing.assert_array_equal(stats["final"], -path[:, -1])
+    attack = {"inserted": inserted, **{f"scores_{k}": v for k, v in stats.items()}}
+    mech = SubsampledGaussian(sampling_rate=1.0, steps=1)
+    out = audit_cell(Cell("C", 2.0, 1.0), attack, DELTA, 0.95, "bonferroni", mech, seed=0)
+    assert out["statistic_index"] == 2.0
+    assert out["per_statistic_confidence"] == pytest.approx(1 - 0.05 / 3)
+    alone = audit_scores(
+        stats["final"][inserted == 1], stats["final"][inserted == 0], delta=DELTA, confidence=1 - 0.05 / 3,
+        mechanism=mech, seed=0, fpr_levels=(0.01, 0.05),
+    )  # fmt: skip
+    assert out["epsilon_lower_sweep"] == pytest.approx(alone.lower_bounds["sweep_bonferroni"].epsilon)
+    assert out["epsilon_lower_family"] == pytest.approx(alone.lower_bounds["subsampled_gaussian"].epsilon)
+    assert out["epsilon_lower_family"] > 0.5
+    assert out["counted_per_world"] == n

@@ -49,7 +49,7 @@ import numpy as np
 import tensorflow as tf
 
 from dpaudit.logs import progress
-from dpaudit.training.models import Conv2D, Model
+from dpaudit.training.models import Conv2D, Dense, Model
 
 log = logging.getLogger(__name__)
 
@@ -186,6 +186,10 @@ class StepState:
     only if an observer reads them (one extra forward and backward pass). An injector runs before
     the noise phase: it sees ``noise`` and ``privatized_sum`` empty and ``clipped_sum`` without
     its own contribution.
+
+    With ``released`` coordinates (``train_trials(released=...)``, learning rate 0), ``clipped_sum``,
+    ``noise`` and ``privatized_sum`` each hold one tensor ``[T, K]``: the K released flat
+    coordinates in the order given, and ``released`` names them.
     """
 
     step: tf.Tensor
@@ -204,6 +208,7 @@ class StepState:
     privatized_sum: list[tf.Tensor] = field(default_factory=list)
     injected_weights: tf.Tensor | None = None
     injector_weights: tf.Tensor | None = None
+    released: tuple[int, ...] | None = None
 
     def __getattribute__(self, name: str) -> Any:
         value = object.__getattribute__(self, name)
@@ -360,6 +365,50 @@ class _Pass:
     norms: tf.Tensor
 
 
+@dataclass(frozen=True)
+class _ReleasedPlan:
+    """Where K released flat coordinates live: per (layer, kernel|bias) group the kernel rows i
+    (``first``) and output units o (``second``) to gather, and ``order``, the permutation from the
+    groups' concatenation back to the requested order."""
+
+    parts: tuple[tuple[int, str, tf.Tensor, tf.Tensor], ...]
+    order: tf.Tensor
+
+
+def _released_plan(model: Model, released: Sequence[int]) -> _ReleasedPlan:
+    """Map flat parameter coordinates (parameters flattened in order and concatenated) onto dense
+    layers' kernel entries (i, o) and bias entries o (see :meth:`_StepFunction.clip_and_sum_released`)."""
+    trainable = [layer for layer in model.layers if isinstance(layer, Dense | Conv2D)]
+    offsets = np.cumsum([0, *(math.prod(s) for s in model.param_shapes)])
+    groups: dict[tuple[int, str], list[tuple[int, int, int]]] = {}
+    for pos, c in enumerate(released):
+        j = int(np.searchsorted(offsets, c, side="right")) - 1
+        layer, local = j // 2, c - offsets[j]
+        if not isinstance(trainable[layer], Dense):
+            raise ValueError(
+                f"released coordinate {c} lies in a {type(trainable[layer]).__name__} layer; "
+                "released coordinates support dense layers only"
+            )
+        if j % 2 == 0:
+            units = model.param_shapes[j][-1]
+            groups.setdefault((layer, "kernel"), []).append((pos, local // units, local % units))
+        else:
+            groups.setdefault((layer, "bias"), []).append((pos, 0, local))
+    parts, positions = [], []
+    for (layer, kind), entries in groups.items():
+        parts.append(
+            (
+                layer,
+                kind,
+                tf.constant([e[1] for e in entries], tf.int32),
+                tf.constant([e[2] for e in entries], tf.int32),
+            )
+        )
+        positions.extend(e[0] for e in entries)
+    order = np.argsort(positions)
+    return _ReleasedPlan(tuple(parts), tf.constant(order, tf.int32))
+
+
 class _StepFunction:
     """The compiled DP-SGD step (Abadi et al. 2016, Algorithm 1) for one model, configuration and
     set of hooks, split into its phases. Everything that varies between chunks and calls (seed,
@@ -377,6 +426,7 @@ class _StepFunction:
         injected: tuple[bool, bool, int] | None,
         injector: Injector | None,
         gathered: bool,
+        released: tuple[int, ...] | None = None,
     ) -> None:
         self.model = model
         self.cfg = cfg
@@ -389,6 +439,8 @@ class _StepFunction:
         self.injected = injected  # (per_trial, clip, start_step) or None
         self.injector = injector
         self.gathered = gathered
+        self.released = released
+        self._released_plan = None if released is None else _released_plan(model, released)
         self._fn: Callable | None = None
 
     def get(self) -> Callable:
@@ -495,6 +547,24 @@ class _StepFunction:
             clipped_sum.extend(tr.layer.weighted_sum(prep, c))
         return factors, clipped_sum
 
+    def clip_and_sum_released(self, pas: _Pass, weights: tf.Tensor) -> list[tf.Tensor]:
+        """Clip-and-sum at the released coordinates only: ``[T, K]`` with Σ_n w_n c_n a_{n,i} δ_{n,o}
+        for a dense kernel entry (i, o) and Σ_n w_n c_n δ_{n,o} for a bias entry — the same sums as
+        :meth:`clip_and_sum` restricted to K coordinates, without forming the other P − K."""
+        c = self.clip_factors(pas.norms) * weights  # [T, N]
+        assert self._released_plan is not None
+        columns: list[tf.Tensor] = []
+        for layer, kind, first, second in self._released_plan.parts:
+            tr = pas.traces[layer]
+            d = tf.gather(pas.deltas[layer], second, axis=-1) * c[..., None]  # [T, N, k]
+            if kind == "bias":
+                columns.append(tf.reduce_sum(d, axis=1))
+            else:
+                a = tf.gather(tr.inputs, first, axis=-1)  # [N, k] shared or [T, N, k]
+                columns.append(tf.reduce_sum((a[None] if tr.shared else a) * d, axis=1))
+        values = tf.concat(columns, axis=1)
+        return [tf.gather(values, self._released_plan.order, axis=1)]
+
     def tracked_gradients(self, pas: _Pass, rows: tf.Tensor | None) -> tuple[list[tf.Tensor], tf.Tensor]:
         """Clipped per-example gradients [T, R, ...] and unclipped norms [T, R] of the tracked rows,
         taken from ``pas`` at positions ``rows`` (None: ``pas`` covers exactly the tracked rows)."""
@@ -576,6 +646,11 @@ class _StepFunction:
     ) -> list[tf.Tensor]:
         """Noise: standard-normal ξ per parameter from the step's stateless stream (zeros, without
         drawing, when every noise multiplier is 0, e.g. non-DP SGD); σ·ξ is added in :meth:`update`."""
+        if self.released is not None:
+            shape = tf.stack([tf.shape(params[0])[0], len(self.released)])
+            if self.noiseless:
+                return [tf.zeros(shape)]
+            return [tf.random.stateless_normal(shape, seed=_seed(seed, chunk, step, 0), alg="philox")]
         if self.noiseless:
             return [tf.zeros_like(p) for p in params]
         return [
@@ -593,6 +668,8 @@ class _StepFunction:
         normalizer: tf.Tensor,
     ) -> tuple[list[tf.Tensor], list[tf.Tensor]]:
         """Update: privatized sum g̃ = Σ clip(g) + σ·ξ and θ ← θ − (η/B)·g̃ per trial."""
+        if self.released is not None:  # learning rate 0: θ stays; g̃ at the released coordinates
+            return list(params), [clipped_sum[0] + sigma[:, None] * noise[0]]
         scale = self.cfg.learning_rate / normalizer
         privatized, new_params = [], []
         for p, g, xi in zip(params, clipped_sum, noise, strict=True):
@@ -622,13 +699,20 @@ class _StepFunction:
         R = len(self.tracked_rows)
         if idx is None:  # full batch or masked Poisson batch: every row, weighted by the mask
             pas = self.per_example_norms(params, X, y, shared=True)
-            factors, clipped_sum = self.clip_and_sum(pas, batch_mask)
+            if self.released is None:
+                factors, clipped_sum = self.clip_and_sum(pas, batch_mask)
+            else:
+                factors = self.clip_factors(pas.norms)
+                clipped_sum = self.clip_and_sum_released(pas, batch_mask)
             losses = pas.losses
             all_factors = factors
             tracked = self.tracked_gradients(pas, self.rows) if R else None
         else:  # gathered Poisson batch: only the sampled rows
             pas = self.per_example_norms(params, tf.gather(X, idx), tf.gather(y, idx), shared=False)
-            _, clipped_sum = self.clip_and_sum(pas, valid)
+            if self.released is None:
+                _, clipped_sum = self.clip_and_sum(pas, valid)
+            else:
+                clipped_sum = self.clip_and_sum_released(pas, valid)
             full = _Lazy(lambda: self.per_example_norms(params, X, y, shared=True))
             losses = _Lazy(lambda: full.get().losses)  # type: ignore[assignment]
             all_factors = _Lazy(lambda: self.clip_factors(full.get().norms))  # type: ignore[assignment]
@@ -668,6 +752,7 @@ class _StepFunction:
             noise=[],
             clipped_sum=clipped_sum,
             trial_data=trial_data,
+            released=self.released,
         )
         if self.injected is not None or self.injector is not None:
             clipped_sum, state.injected_weights, state.injector_weights = self.inject(
@@ -731,6 +816,7 @@ def _get_step_function(model: Model, cfg: DPSGDConfig, chunk: int, **kw: Any) ->
         kw["injected"],
         None if kw["injector"] is None else _callable_key(kw["injector"]),
         kw["gathered"],
+        kw.get("released"),
     )
     fn = _CACHE.get(key)
     if fn is None or fn.model is not model:
@@ -820,6 +906,7 @@ def train_trials(
     steps_per_call: int = 50,
     desc: str = "train trials",
     chunks: range | None = None,
+    released: Sequence[int] | None = None,
 ) -> TrainResult:
     """Train ``T = len(member_mask)`` models with DP-SGD (Abadi et al. 2016, Algorithm 1), each on
     its masked subset of ``X``.
@@ -847,6 +934,16 @@ def train_trials(
     ``chunks`` (a range of global chunk indices of :func:`chunk_layout`) trains only those chunks'
     trials — a shard (:mod:`dpaudit.training.shards`); the arguments stay those of the whole run,
     so each chunk draws the same numbers, and shards concatenated in chunk order equal one call.
+
+    ``released`` (flat parameter coordinates; learning rate 0 only) makes the trainer release the
+    privatized sum at those K coordinates and nothing else. With learning rate 0 θ never moves, so
+    what a step reveals is its privatized sum, and an observer that reads K coordinates sees exactly
+    these: every phase runs as usual (Poisson batch, per-example norms over all parameters,
+    clipping, injection with probability q), but the clipped sum and the Gaussian noise are formed
+    at the K coordinates only, instead of drawing P noise values per trial and step to keep K (Nasr
+    et al. §IV-F, the malicious-dataset adversary). Same distribution at those coordinates, a
+    different random stream than a full step. Dense layers only; not with tracked records, an
+    injector or a clipped injected gradient.
     """
     X = np.asarray(X, dtype=np.float32)
     y = np.asarray(y, dtype=np.int32)
@@ -902,6 +999,25 @@ def train_trials(
         inj_w = injected.effective_weights(T)
         inj_grads = [np.asarray(g, dtype=np.float32) for g in injected.grads]
         inj_key = (injected.per_trial, injected.clip, int(injected.start_step))
+    released_t: tuple[int, ...] | None = None
+    if released is not None:
+        released_t = tuple(int(c) for c in released)
+        if cfg.learning_rate != 0:
+            raise ValueError(
+                f"released coordinates need learning_rate 0 (got {cfg.learning_rate}): with a moving "
+                "model every coordinate's noise enters θ"
+            )
+        if not released_t or len(set(released_t)) != len(released_t):
+            raise ValueError(f"released must be distinct flat coordinates, got {list(released_t)}")
+        if min(released_t) < 0 or max(released_t) >= model.num_params:
+            raise ValueError(
+                f"released coordinates must lie in 0..{model.num_params - 1}, got {list(released_t)}"
+            )
+        if tracked is not None or injector is not None or (injected is not None and injected.clip):
+            raise ValueError("released coordinates do not support tracked records, an injector or clip=True")
+        if inj_grads:
+            flat = [np.reshape(g, (T, -1) if injected.per_trial else (-1,)) for g in inj_grads]  # type: ignore[union-attr]
+            inj_grads = [np.concatenate(flat, axis=-1)[..., list(released_t)]]
     if injector is not None:
         gate = np.ones(T, np.float32) if injector_gate is None else np.asarray(injector_gate, np.float32)
         if gate.shape != (T,):
@@ -920,6 +1036,7 @@ def train_trials(
         injected=inj_key,
         injector=injector,
         gathered=gathered,
+        released=released_t,
     )
     Xt = tf.constant(X)
     yt = tf.constant(y)
@@ -994,6 +1111,14 @@ def privatized_sum_observer(coordinates: Sequence[int]) -> Observer:
         raise ValueError("coordinates must be non-negative flat indices")
 
     def observe(state: StepState) -> dict[str, tf.Tensor]:
+        if state.released is not None:  # one [T, K] tensor at the released coordinates
+            missing = [c for c in coords if c not in state.released]
+            if missing:
+                raise ValueError(
+                    f"coordinates {missing} are not among the released ones {list(state.released)}"
+                )
+            positions = [state.released.index(c) for c in coords]
+            return {"": tf.gather(state.privatized_sum[0], tf.constant(positions, tf.int32), axis=1)}
         sizes = [math.prod(p.shape[1:]) for p in state.privatized_sum]
         offsets = np.cumsum([0, *sizes])
         if coords and max(coords) >= offsets[-1]:

@@ -1,9 +1,10 @@
 """Attack stage of the instantiation audit: each threat model's distinguisher turns its view into scores.
 
 Nasr et al. 2021 (:data:`dpaudit.references.NASR_2021`): Distinguisher 1 (A, B) scores −ℓ(θ_T; x, y);
-Distinguisher 2 (C, D) both −max_i ℓ(θ_i; x, y) and −mean_i ℓ(θ_i; x, y) (the bounds stage picks one
-on a selection half); Distinguisher 3 (E, F) the likelihood-ratio statistic of the Poisson-subsampled
-Gaussian on the canary projections, and the paper's literal test. Higher score = world D′.
+Distinguisher 2 (C, D) −max_i ℓ(θ_i; x, y), −mean_i ℓ(θ_i; x, y) and −ℓ(θ_T; x, y) (the bounds stage
+takes the best under a Bonferroni split of its confidence); Distinguisher 3 (E, F) the
+likelihood-ratio statistic of the Poisson-subsampled Gaussian on the canary projections, and the
+paper's literal test. Higher score = world D′.
 
 For every ε of a run with F, Distinguisher 3 is also simulated on the ideal mechanism (10⁵–10⁶
 trials per world, :func:`dpaudit.attacks.gradient_canary.simulate_subsampled_gaussian_scores`) and its
@@ -41,8 +42,8 @@ def attack(config: InstantiationConfig, audit: Audit, manifest: TrainManifest, o
         if cell.threat_model in ("A", "B"):
             out["scores"] = -loss[f"{cell.file}__final_loss"]
         elif cell.threat_model in ("C", "D"):
-            stats = distinguisher2_statistics(loss[f"{cell.file}__loss_path"])
-            out["scores_max"], out["scores_mean"] = stats["max"], stats["mean"]
+            for name, scores in distinguisher2_statistics(loss[f"{cell.file}__loss_path"]).items():
+                out[f"scores_{name}"] = scores
         else:
             lr, literal = distinguisher3(
                 view["dots"], view["canary_size"], sampling_rate=q, noise_std=cell.noise_multiplier * clip,

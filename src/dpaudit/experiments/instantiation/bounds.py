@@ -11,10 +11,12 @@ from the scores auditor (:func:`dpaudit.bounds.auditor.audit_scores`, joint leve
 - the Clopper–Pearson cap for N trials per world, ε_RDP and ε_PLD of the noise used, ε_LB/ε_PLD and
   test accuracy.
 
-Selections that are not thresholds are accounted for: Distinguisher 2's max-or-mean choice (C, D) is
-made by AUROC on a selection half of the trials and audited on the other half; E's canary size 2n is
-chosen among G sizes, each with its own trials, by Bonferroni (every size audited at 1 − (1 − c)/G and
-the largest bound kept), so every reported bound holds at the joint level c.
+Selections that are not thresholds are accounted for by Bonferroni: Distinguisher 2 (C, D) audits each
+of its statistics (max, mean and final loss, :data:`DISTINGUISHER2_STATISTICS`) on all trials at
+1 − (1 − c)/3 and keeps the largest bound (``statistic_index`` says which); E's canary size 2n is chosen
+among G sizes, each with its own trials, at 1 − (1 − c)/G per size. Every reported bound holds at the
+joint level c. (A held-out selection half, the earlier design, halved the trials that C and D count, so
+C came out below B although its view contains B's.)
 """
 
 from __future__ import annotations
@@ -84,20 +86,8 @@ class Family(SubsampledGaussian):
         )
 
 
-def _auroc(pos: np.ndarray, neg: np.ndarray) -> float:
-    from sklearn.metrics import roc_auc_score
-
-    return float(roc_auc_score(np.r_[np.ones(pos.size), np.zeros(neg.size)], np.r_[pos, neg]))
-
-
-def selection_split(inserted: np.ndarray, seed: int) -> np.ndarray:
-    """A boolean ``[T]`` marking the selection half: half of each world's trials, seeded."""
-    rng = np.random.default_rng([seed, 11])
-    select = np.zeros(len(inserted), dtype=bool)
-    for world in (0, 1):
-        rows = rng.permutation(np.flatnonzero(inserted == world))
-        select[rows[: len(rows) // 2]] = True
-    return select
+#: Distinguisher 2's statistics, in the order of ``statistic_index``.
+DISTINGUISHER2_STATISTICS = ("max", "mean", "final")
 
 
 def _audit(scores: np.ndarray, inserted: np.ndarray, delta: float, confidence: float,
@@ -128,21 +118,26 @@ def audit_cell(
     """The bounds of one cell (see the module docstring for the selections it accounts for)."""
     inserted = attack["inserted"]
     if cell.threat_model in ("C", "D"):
-        select = selection_split(inserted, seed)
-        aucs = {
-            name: _auroc(attack[f"scores_{name}"][select & (inserted == 1)],
-                         attack[f"scores_{name}"][select & (inserted == 0)])
-            for name in ("max", "mean")
-        }  # fmt: skip
-        chosen = max(aucs, key=lambda k: aucs[k])
-        rest = ~select
-        out = _bounds_of(
-            _audit(attack[f"scores_{chosen}"][rest], inserted[rest], delta, confidence, mechanism, seed),
-            selection,
-        )
-        out["statistic_is_mean"] = float(chosen == "mean")
-        out["counted_per_world"] = float(np.sum(rest & (inserted == 1)))
-        return out
+        names = DISTINGUISHER2_STATISTICS
+        level = 1.0 - (1.0 - confidence) / len(names)
+        best: dict[str, float] = {}
+        for index, name in enumerate(names):
+            found = _bounds_of(
+                _audit(attack[f"scores_{name}"], inserted, delta, level, mechanism, seed), selection
+            )
+            for key, value in found.items():
+                best[f"{key}_{name}"] = value
+            for key in ("epsilon_lower_sweep", "epsilon_lower_family", "epsilon_lower_sweep_split",
+                        "epsilon_lower_sweep_bonferroni"):  # fmt: skip
+                if found[key] > best.get(key, -1.0):
+                    best[key] = found[key]
+                    if key == "epsilon_lower_family":
+                        best["statistic_index"] = float(index)
+                        for k in ("epsilon_estimate_naive", "auroc", "tpr_at_fpr_1pct"):
+                            best[k] = found[k]
+        best["per_statistic_confidence"] = level
+        best["counted_per_world"] = float(np.sum(inserted == 1))
+        return best
     if cell.threat_model in ("E", "F"):
         sizes = attack["canary_size"]
         groups = np.unique(sizes)

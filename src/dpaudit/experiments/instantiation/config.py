@@ -49,6 +49,7 @@ class TrainParams:
     craft_steps: int = 30  # T_c
     craft_step_size: float = 0.1  # per step, in units of each feature's range
     adaptive_steps: int = 3  # D: gradient steps on x inside every training step (Crafter 3)
+    adaptive_start: str = "query"  # D: Crafter 3's x starts at the query x_q ("query") or at 0 ("zero")
     adaptive_step_size: float = 1.0
     virtual_learning_rate: float = 1.0  # D: learning rate of the virtual SGD step
     canary_sizes: tuple[int, ...] = (2, 20, 200)  # E/F: 2n
@@ -80,6 +81,10 @@ class TrainParams:
         require(self.craft_steps >= 1, "craft_steps", self.craft_steps, "must be >= 1")
         require(self.craft_step_size > 0, "craft_step_size", self.craft_step_size, "must be > 0")
         require(self.adaptive_steps >= 1, "adaptive_steps", self.adaptive_steps, "must be >= 1")
+        require(
+            self.adaptive_start in ("query", "zero"), "adaptive_start", self.adaptive_start,
+            "must be 'query' or 'zero'",
+        )  # fmt: skip
         require(self.adaptive_step_size > 0, "adaptive_step_size", self.adaptive_step_size, "must be > 0")
         require(
             self.virtual_learning_rate > 0, "virtual_learning_rate", self.virtual_learning_rate, "must be > 0"

@@ -82,8 +82,8 @@ def section(
             caption=(
                 f"Bounds hold jointly at {float(ctx['confidence']):.0%}; the sweep uses "
                 f"{ctx['selection']} threshold selection; the naive sweep chooses its threshold on the "
-                "trials it counts and overclaims. C and D choose max or mean loss on a selection half; E "
-                "chooses 2n by Bonferroni over its sizes."
+                "trials it counts and overclaims. C and D choose max, mean or final loss and E chooses 2n, "
+                "both by Bonferroni over their choices."
             ),
         )
     ]

@@ -115,7 +115,7 @@ def train(config: InstantiationConfig, audit: Audit, out_dir: Path) -> TrainMani
                 view = tm.play_adaptive_poison(
                     game, z, inserted, seed, poison[0], poison[1],
                     steps=tp.adaptive_steps, step_size=tp.adaptive_step_size,
-                    virtual_learning_rate=tp.virtual_learning_rate,
+                    virtual_learning_rate=tp.virtual_learning_rate, start=tp.adaptive_start,
                 )  # fmt: skip
             elif name == "E":
                 sizes = np.asarray(tp.canary_sizes)

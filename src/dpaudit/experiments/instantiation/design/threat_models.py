@@ -12,12 +12,13 @@ returns the view of the threat model as arrays with a trial axis (``inserted`` =
   gradient-*ascent* steps on x of the mean shadow loss, clipped to the input range. Distinguisher 1 on
   that x (:func:`play_static_poison`, which also records the loss at every θ_i).
 - **C** intermediate models, §IV-C — Crafter 2; Distinguisher 2: max and mean of ℓ(θ_i; x, y) over all
-  steps (the same trials as B: the trainer reveals every θ_i to C and only θ_T to B).
+  steps, and the final loss (the same trials as B: the trainer reveals every θ_i to C and only θ_T to
+  B, so C can always do what B does).
 - **D** adaptive poison, §IV-D — Crafter 3 (:func:`adaptive_poison_injector`): the query (x_q, y_q) is
-  Crafter 2's poison and is never inserted; at every step of world D′ a fresh x is crafted from 0 by
-  double back-propagation so that one virtual SGD step on (x, y_q) lowers ℓ(x_q, y_q); its clipped
-  gradient enters the step with probability q (the trainer's injector). Distinguisher 2 on (x_q, y_q)
-  (:func:`play_adaptive_poison`).
+  Crafter 2's poison and is never inserted; at every step of world D′ a fresh x is crafted from x_q
+  (``adaptive_start: query``; the paper starts from 0, ``zero``) by double back-propagation so that
+  one virtual SGD step on (x, y_q) lowers ℓ(x_q, y_q); its clipped gradient enters the step with
+  probability q (the trainer's injector). Distinguisher 2 on (x_q, y_q) (:func:`play_adaptive_poison`).
 - **E** gradient canary, §IV-E — Crafter 4 after t_o warm-up steps (:func:`play_gradient_canary`): per
   trial, the 2n coordinates with the smallest summed |update|, canary ±C/√(2n) (norm C), added in world
   D′ with probability q at every later step. Distinguisher 3: the likelihood-ratio test of the
@@ -160,9 +161,15 @@ def _flat(params: Sequence[np.ndarray]) -> np.ndarray:
 
 
 def distinguisher2_statistics(loss_path: np.ndarray) -> dict[str, np.ndarray]:
-    """Distinguisher 2 (§IV-C): scores from ℓ(θ_i; x, y) over all steps ``[T, steps]`` — the negated
-    maximum and mean loss (a lower loss means the point was trained on: higher score = D′)."""
-    return {"max": -np.max(loss_path, axis=1), "mean": -np.mean(loss_path, axis=1)}
+    """Distinguisher 2 (§IV-C): scores from ℓ(θ_i; x, y) over all steps ``[T, steps + 1]`` (the last
+    column is the final model) — the negated maximum, mean and final loss (a lower loss means the
+    point was trained on: higher score = D′). The final loss is Distinguisher 1's statistic, which
+    this view includes."""
+    return {
+        "max": -np.max(loss_path, axis=1),
+        "mean": -np.mean(loss_path, axis=1),
+        "final": -loss_path[:, -1],
+    }
 
 
 # ------------------------------------------------------------------------------------ A: API access
@@ -294,16 +301,26 @@ def craft_adaptive_input(
     steps: int,
     step_size: float,
     virtual_learning_rate: float,
+    start: str = "zero",
 ) -> tf.Tensor:
-    """Crafter 3's inner loop (§IV-D): per trial, x ``[T, 1, ...]`` from 0 by double back-propagation.
+    """Crafter 3's inner loop (§IV-D): per trial, x ``[T, 1, ...]`` by double back-propagation.
 
     Minimises ℓ(θ − η_v ∇_θ ℓ(θ; x, y_q); x_q, y_q) over x by ``steps`` normalised gradient steps of
-    ``step_size``·(hi − lo), clipped to [lo, hi]. Runs eagerly or inside the compiled step.
+    ``step_size``·(hi − lo), clipped to [lo, hi], from x = 0 (the paper's start) or from x = x_q
+    (``start="query"``). Inserting x_q itself already follows −∇_θ ℓ(x_q), the steepest first-order
+    descent of the query's loss, so starting there makes D at least as strong as C's poison, while
+    from 0 a few steps rarely align x's gradient with it. Runs eagerly or inside the compiled step.
     """
     T = tf.shape(params[0])[0]
     span = tf.constant(np.maximum(np.asarray(hi) - np.asarray(lo), 1e-6), tf.float32)
     lo_t, hi_t = tf.constant(lo, tf.float32), tf.constant(hi, tf.float32)
-    x = tf.zeros(tf.concat([[T, 1], tf.constant(model.input_shape, tf.int32)], 0))
+    shape = tf.concat([[T, 1], tf.constant(model.input_shape, tf.int32)], 0)
+    if start == "query":
+        x = tf.broadcast_to(tf.convert_to_tensor(x_query, tf.float32)[None], shape)
+    elif start == "zero":
+        x = tf.zeros(shape)
+    else:
+        raise ValueError(f"start must be 'query' or 'zero', got {start!r}")
     x = tf.clip_by_value(x, lo_t, hi_t)
     labels = tf.fill([T, 1], tf.constant(int(y_query), tf.int32))
     query_labels = tf.constant([int(y_query)], tf.int32)
@@ -334,6 +351,7 @@ def adaptive_poison_injector(
     steps: int,
     step_size: float,
     virtual_learning_rate: float,
+    start: str = "zero",
 ) -> Injector:
     """Crafter 3 as a trainer injector: each step, craft x per trial and return ∇_θ ℓ(θ_i; x, y_q)
     (the trainer clips it to C and adds it with probability q where the world gate is 1)."""
@@ -342,7 +360,9 @@ def adaptive_poison_injector(
     def inject(state: StepState) -> list[tf.Tensor]:
         params = list(state.params)
         x = tf.stop_gradient(
-            craft_adaptive_input(model, params, xq, y_query, lo, hi, steps, step_size, virtual_learning_rate)
+            craft_adaptive_input(
+                model, params, xq, y_query, lo, hi, steps, step_size, virtual_learning_rate, start
+            )
         )
         T = tf.shape(params[0])[0]
         with tf.GradientTape() as tape:
@@ -365,13 +385,14 @@ def play_adaptive_poison(
     steps: int,
     step_size: float,
     virtual_learning_rate: float,
+    start: str = "zero",
 ) -> dict[str, np.ndarray]:
     """Threat model D (§IV-D): both worlds train on D; world D′ gets Crafter 3's gradient each step
     with probability q; the view is ℓ(θ_i; x_q, y_q) at every step and on the final model."""
     T = len(inserted)
     mask = np.ones((T, len(game.X_d)), dtype=bool)
     injector = adaptive_poison_injector(
-        game.model, query, label, game.lo, game.hi, steps, step_size, virtual_learning_rate
+        game.model, query, label, game.lo, game.hi, steps, step_size, virtual_learning_rate, start
     )
     result = train_trials(
         game.model,
@@ -523,7 +544,9 @@ def play_malicious_dataset(
 ) -> dict[str, np.ndarray]:
     """Threat model F (§IV-F): Crafter 5's dataset, learning rate 0, θ_0 shared by every trial;
     Crafter 4's canary in world D′ from the first step; the privatized sums at its coordinates at
-    every step. Trials go through the trainer ``batch_trials`` at a time (one compiled trace)."""
+    every step. Trials go through the trainer ``batch_trials`` at a time (one compiled trace),
+    which releases only the canary coordinates (``train_trials(released=...)``: θ never moves, so
+    the rest of the privatized sum is never seen and its noise is not drawn)."""
     model = game.model
     params0 = model.init(1, seed)
     X, y = craft_malicious_dataset(model, params0, dataset_size, game.lo, game.hi, seed)
@@ -550,6 +573,7 @@ def play_malicious_dataset(
             observers={"sum": privatized_sum_observer(coords.tolist())},
             chunk_size=game.chunk_size,
             desc="F: malicious dataset",
+            released=coords.tolist(),
         )
         dots[start : start + t] = canary_projection(result.records["sum"], signs)
     accuracy = test_accuracy(model, params0, game.X_eval, game.y_eval)
