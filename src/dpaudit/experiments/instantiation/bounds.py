@@ -88,6 +88,14 @@ class Family(SubsampledGaussian):
 
 #: Distinguisher 2's statistics, in the order of ``statistic_index``.
 DISTINGUISHER2_STATISTICS = ("max", "mean", "final")
+#: The bounds kept at their largest over Bonferroni candidates.
+BOUND_KEYS = (
+    "epsilon_lower_sweep",
+    "epsilon_lower_family",
+    "epsilon_lower_literal_sweep",
+    "epsilon_lower_sweep_split",
+    "epsilon_lower_sweep_bonferroni",
+)
 
 
 def _audit(scores: np.ndarray, inserted: np.ndarray, delta: float, confidence: float,
@@ -111,6 +119,23 @@ def _bounds_of(audit: ScoresAudit, selection: str) -> dict[str, float]:
     }
 
 
+def _keep_best(
+    best: dict[str, float], found: dict[str, float], tag: str, choice_key: str, choice: float
+) -> None:
+    """Merge one Bonferroni candidate (a statistic or a canary size) into ``best``: all its values
+    under ``<key>_<tag>``, and per bound the largest so far; the family bound's winner also sets
+    ``choice_key`` and the estimate, AUROC and TPR reported beside it."""
+    for key, value in found.items():
+        best[f"{key}_{tag}"] = value
+    for key in BOUND_KEYS:
+        if key in found and found[key] >= best.get(key, -1.0):
+            best[key] = found[key]
+            if key == "epsilon_lower_family":
+                best[choice_key] = choice
+                for k in ("epsilon_estimate_naive", "auroc", "tpr_at_fpr_1pct"):
+                    best[k] = found[k]
+
+
 def audit_cell(
     cell: Cell, attack: dict[str, np.ndarray], delta: float, confidence: float, selection: str,
     mechanism: SubsampledGaussian, seed: int,
@@ -125,16 +150,7 @@ def audit_cell(
             found = _bounds_of(
                 _audit(attack[f"scores_{name}"], inserted, delta, level, mechanism, seed), selection
             )
-            for key, value in found.items():
-                best[f"{key}_{name}"] = value
-            for key in ("epsilon_lower_sweep", "epsilon_lower_family", "epsilon_lower_sweep_split",
-                        "epsilon_lower_sweep_bonferroni"):  # fmt: skip
-                if found[key] > best.get(key, -1.0):
-                    best[key] = found[key]
-                    if key == "epsilon_lower_family":
-                        best["statistic_index"] = float(index)
-                        for k in ("epsilon_estimate_naive", "auroc", "tpr_at_fpr_1pct"):
-                            best[k] = found[k]
+            _keep_best(best, found, name, "statistic_index", float(index))
         best["per_statistic_confidence"] = level
         best["counted_per_world"] = float(np.sum(inserted == 1))
         return best
@@ -142,7 +158,7 @@ def audit_cell(
         sizes = attack["canary_size"]
         groups = np.unique(sizes)
         level = 1.0 - (1.0 - confidence) / len(groups)
-        best: dict[str, float] = {}
+        best = {}
         for size in groups:
             rows = sizes == size
             found = _bounds_of(
@@ -153,16 +169,7 @@ def audit_cell(
                 lit[rows & (inserted == 1)], lit[rows & (inserted == 0)], delta, level, selection, seed
             )
             found["epsilon_lower_literal_sweep"] = literal.epsilon_lower
-            for key, value in found.items():
-                best[f"{key}_2n{int(size)}"] = value
-            for key in ("epsilon_lower_sweep", "epsilon_lower_family", "epsilon_lower_literal_sweep",
-                        "epsilon_lower_sweep_split", "epsilon_lower_sweep_bonferroni"):  # fmt: skip
-                if found[key] >= best.get(key, -1.0):
-                    best[key] = found[key]
-                    if key == "epsilon_lower_family":
-                        best["best_canary_size"] = float(size)
-                        for k in ("epsilon_estimate_naive", "auroc", "tpr_at_fpr_1pct"):
-                            best[k] = found[k]
+            _keep_best(best, found, f"2n{int(size)}", "best_canary_size", float(size))
         best["per_size_confidence"] = level
         best["counted_per_world"] = float(np.sum(rows & (inserted == 1)))
         return best
