@@ -63,7 +63,8 @@ def _leaves(tree: Any) -> Iterator[Any]:
 def _package_dir(experiment: Experiment) -> Path:
     import importlib
 
-    return Path(importlib.import_module(type(experiment).__module__).__file__).parent
+    package = getattr(experiment, "package", type(experiment).__module__)  # PackagedExperiment or a class
+    return Path(importlib.import_module(package).__file__).parent
 
 
 def _smoke_section(experiment: Experiment) -> dict[str, Any]:
@@ -328,3 +329,25 @@ def test_a_toy_experiment_plugs_in_without_edits_elsewhere(
     monkeypatch.setattr(experiments, "_DISCOVERED", set(experiments._DISCOVERED))
     assert "toyexp" in registry()
     check_contract(registry()["toyexp"], tmp_path / "repo")
+
+
+def test_register_refuses_a_second_experiment_of_the_same_name() -> None:
+    """The same package registered again (a re-import) replaces its entry; another package under a
+    taken name is refused, naming both; a name that is not an identifier is refused."""
+    from dpaudit import experiments
+    from dpaudit.experiments.base import PackagedExperiment
+
+    def parse(params: object) -> object:
+        return params
+
+    first = PackagedExperiment("dupcheck", "pkg.one", parse)
+    try:
+        experiments.register(first)
+        again = PackagedExperiment("dupcheck", "pkg.one", parse)
+        assert experiments.register(again) is again
+        with pytest.raises(ValueError, match="two experiments are called 'dupcheck'.*pkg.one.*pkg.two"):
+            experiments.register(PackagedExperiment("dupcheck", "pkg.two", parse))
+        with pytest.raises(ValueError, match="Python identifier"):
+            experiments.register(PackagedExperiment("dup-check", "pkg.three", parse))
+    finally:
+        experiments._REGISTRY.pop("dupcheck", None)

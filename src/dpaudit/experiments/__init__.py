@@ -28,7 +28,10 @@ def register(experiment: Experiment) -> Experiment:
     if not name or not name.isidentifier() or "-" in name:
         raise ValueError(f"experiment name {name!r} must be a Python identifier (it is a params section)")
     known = _REGISTRY.get(name)
-    if known is not None and known is not experiment and type(known) is not type(experiment):
+    same_source = type(known) is type(experiment) and getattr(known, "package", None) == getattr(
+        experiment, "package", None
+    )  # the same package imported again (e.g. a reload) replaces its entry
+    if known is not None and known is not experiment and not same_source:
         raise ValueError(f"two experiments are called {name!r}: {known!r} and {experiment!r}")
     _REGISTRY[name] = experiment
     return experiment

@@ -19,8 +19,9 @@ and :func:`dpaudit.bounds.accountants.epsilons_for_event` gives every accountant
 
 from __future__ import annotations
 
+import importlib
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -229,3 +230,46 @@ class Experiment(Protocol):
     def section(
         self, config: Any, audit: Audit, manifest: TrainManifest, result: BoundsResult
     ) -> ReportSection: ...
+
+
+class PackagedExperiment:
+    """An :class:`Experiment` laid out as one package with one module per stage: ``train`` is
+    ``<package>.train.train``, ``losses`` is ``<package>.losses.losses``, … and ``section`` is
+    ``<package>.report.section``. Stage modules are imported when their stage runs, so that the
+    check stage validates params without loading TensorFlow. ``check_inputs`` (optional) is the
+    check stage's test of the experiment's own input files."""
+
+    def __init__(
+        self,
+        name: str,
+        package: str,
+        config_from_params: Callable[[Mapping[str, Any]], Any],
+        check_inputs: Callable[[Any], None] | None = None,
+    ) -> None:
+        self.name = name
+        self.package = package
+        self.config_from_params = config_from_params
+        self.check_inputs = check_inputs
+
+    def __repr__(self) -> str:
+        return f"PackagedExperiment({self.name!r}, {self.package!r})"
+
+    def _stage(self, module: str, function: str) -> Callable[..., Any]:
+        return getattr(importlib.import_module(f"{self.package}.{module}"), function)
+
+    def train(self, config: Any, audit: Audit, out_dir: Path) -> TrainManifest:
+        return self._stage("train", "train")(config, audit, out_dir)
+
+    def losses(self, config: Any, audit: Audit, manifest: TrainManifest, out_path: Path) -> None:
+        self._stage("losses", "losses")(config, audit, manifest, out_path)
+
+    def attack(self, config: Any, audit: Audit, manifest: TrainManifest, out_dir: Path) -> None:
+        self._stage("attack", "attack")(config, audit, manifest, out_dir)
+
+    def bounds(self, config: Any, audit: Audit, manifest: TrainManifest) -> BoundsResult:
+        return self._stage("bounds", "bounds")(config, audit, manifest)
+
+    def section(
+        self, config: Any, audit: Audit, manifest: TrainManifest, result: BoundsResult
+    ) -> ReportSection:
+        return self._stage("report", "section")(config, audit, manifest, result)

@@ -9,61 +9,10 @@ set. Modules: :mod:`.config` (params), :mod:`.design` (grid, D/D′), :mod:`.tra
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from pathlib import Path
-from typing import Any
-
 from dpaudit.experiments import register
-from dpaudit.experiments.base import BoundsResult, TrainManifest
+from dpaudit.experiments.base import PackagedExperiment
 from dpaudit.experiments.identifiability.config import IdentifiabilityConfig, config_from_params
-from dpaudit.layout import Audit
-from dpaudit.report.spec import ReportSection
 
-__all__ = ["EXPERIMENT", "IdentifiabilityConfig", "IdentifiabilityExperiment"]
+__all__ = ["EXPERIMENT", "IdentifiabilityConfig"]
 
-
-class IdentifiabilityExperiment:
-    """The identifiability audit as an :class:`~dpaudit.experiments.base.Experiment`.
-
-    Stage modules are imported when a stage runs, so that validating params (the check stage)
-    does not load TensorFlow.
-    """
-
-    name = "identifiability"
-
-    def config_from_params(self, params: Mapping[str, Any]) -> IdentifiabilityConfig:
-        return config_from_params(params)
-
-    def train(self, config: IdentifiabilityConfig, audit: Audit, out_dir: Path) -> TrainManifest:
-        from dpaudit.experiments.identifiability.train import train
-
-        return train(config, audit, out_dir)
-
-    def losses(
-        self, config: IdentifiabilityConfig, audit: Audit, manifest: TrainManifest, out_path: Path
-    ) -> None:
-        from dpaudit.experiments.identifiability.losses import losses
-
-        losses(config, audit, manifest, out_path)
-
-    def attack(
-        self, config: IdentifiabilityConfig, audit: Audit, manifest: TrainManifest, out_dir: Path
-    ) -> None:
-        from dpaudit.experiments.identifiability.attack import attack
-
-        attack(config, audit, manifest, out_dir)
-
-    def bounds(self, config: IdentifiabilityConfig, audit: Audit, manifest: TrainManifest) -> BoundsResult:
-        from dpaudit.experiments.identifiability.bounds import bounds
-
-        return bounds(config, audit, manifest)
-
-    def section(
-        self, config: IdentifiabilityConfig, audit: Audit, manifest: TrainManifest, result: BoundsResult
-    ) -> ReportSection:
-        from dpaudit.experiments.identifiability.report import section
-
-        return section(config, audit, manifest, result)
-
-
-EXPERIMENT = register(IdentifiabilityExperiment())
+EXPERIMENT = register(PackagedExperiment("identifiability", __name__, config_from_params))

@@ -9,58 +9,10 @@ Modules: :mod:`.config` (params), :mod:`.design` (cells, worlds, CP cap), :mod:`
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from pathlib import Path
-from typing import Any
-
 from dpaudit.experiments import register
-from dpaudit.experiments.base import BoundsResult, TrainManifest
+from dpaudit.experiments.base import PackagedExperiment
 from dpaudit.experiments.instantiation.config import InstantiationConfig, config_from_params
-from dpaudit.layout import Audit
-from dpaudit.report.spec import ReportSection
 
-__all__ = ["EXPERIMENT", "InstantiationConfig", "InstantiationExperiment"]
+__all__ = ["EXPERIMENT", "InstantiationConfig"]
 
-
-class InstantiationExperiment:
-    """The instantiation audit as an :class:`~dpaudit.experiments.base.Experiment` (stage modules
-    are imported when a stage runs, so that the check stage does not load TensorFlow)."""
-
-    name = "instantiation"
-
-    def config_from_params(self, params: Mapping[str, Any]) -> InstantiationConfig:
-        return config_from_params(params)
-
-    def train(self, config: InstantiationConfig, audit: Audit, out_dir: Path) -> TrainManifest:
-        from dpaudit.experiments.instantiation.train import train
-
-        return train(config, audit, out_dir)
-
-    def losses(
-        self, config: InstantiationConfig, audit: Audit, manifest: TrainManifest, out_path: Path
-    ) -> None:
-        from dpaudit.experiments.instantiation.losses import losses
-
-        losses(config, audit, manifest, out_path)
-
-    def attack(
-        self, config: InstantiationConfig, audit: Audit, manifest: TrainManifest, out_dir: Path
-    ) -> None:
-        from dpaudit.experiments.instantiation.attack import attack
-
-        attack(config, audit, manifest, out_dir)
-
-    def bounds(self, config: InstantiationConfig, audit: Audit, manifest: TrainManifest) -> BoundsResult:
-        from dpaudit.experiments.instantiation.bounds import bounds
-
-        return bounds(config, audit, manifest)
-
-    def section(
-        self, config: InstantiationConfig, audit: Audit, manifest: TrainManifest, result: BoundsResult
-    ) -> ReportSection:
-        from dpaudit.experiments.instantiation.report import section
-
-        return section(config, audit, manifest, result)
-
-
-EXPERIMENT = register(InstantiationExperiment())
+EXPERIMENT = register(PackagedExperiment("instantiation", __name__, config_from_params))

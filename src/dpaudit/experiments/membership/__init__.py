@@ -11,57 +11,10 @@ from member and non-member losses and plot it against utility (Figs. 1–2). Mod
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from pathlib import Path
-from typing import Any
-
 from dpaudit.experiments import register
-from dpaudit.experiments.base import BoundsResult, TrainManifest
+from dpaudit.experiments.base import PackagedExperiment
 from dpaudit.experiments.membership.config import MembershipConfig, config_from_params
-from dpaudit.layout import Audit
-from dpaudit.report.spec import ReportSection
 
-__all__ = ["EXPERIMENT", "MembershipConfig", "MembershipExperiment"]
+__all__ = ["EXPERIMENT", "MembershipConfig"]
 
-
-class MembershipExperiment:
-    """The membership audit as an :class:`~dpaudit.experiments.base.Experiment`.
-
-    Stage modules are imported when a stage runs, so that validating params (the check stage)
-    does not load TensorFlow.
-    """
-
-    name = "membership"
-
-    def config_from_params(self, params: Mapping[str, Any]) -> MembershipConfig:
-        return config_from_params(params)
-
-    def train(self, config: MembershipConfig, audit: Audit, out_dir: Path) -> TrainManifest:
-        from dpaudit.experiments.membership.train import train
-
-        return train(config, audit, out_dir)
-
-    def losses(self, config: MembershipConfig, audit: Audit, manifest: TrainManifest, out_path: Path) -> None:
-        from dpaudit.experiments.membership.losses import losses
-
-        losses(config, audit, manifest, out_path)
-
-    def attack(self, config: MembershipConfig, audit: Audit, manifest: TrainManifest, out_dir: Path) -> None:
-        from dpaudit.experiments.membership.attack import attack
-
-        attack(config, audit, manifest, out_dir)
-
-    def bounds(self, config: MembershipConfig, audit: Audit, manifest: TrainManifest) -> BoundsResult:
-        from dpaudit.experiments.membership.bounds import bounds
-
-        return bounds(config, audit, manifest)
-
-    def section(
-        self, config: MembershipConfig, audit: Audit, manifest: TrainManifest, result: BoundsResult
-    ) -> ReportSection:
-        from dpaudit.experiments.membership.report import section
-
-        return section(config, audit, manifest, result)
-
-
-EXPERIMENT = register(MembershipExperiment())
+EXPERIMENT = register(PackagedExperiment("membership", __name__, config_from_params))

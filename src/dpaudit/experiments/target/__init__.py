@@ -12,57 +12,10 @@ bounds) and Epsilon* with its interval (Negoescu et al.). Modules: :mod:`.config
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from pathlib import Path
-from typing import Any
-
 from dpaudit.experiments import register
-from dpaudit.experiments.base import BoundsResult, TrainManifest
+from dpaudit.experiments.base import PackagedExperiment
 from dpaudit.experiments.target.config import TargetConfig, check_files, config_from_params
-from dpaudit.layout import Audit
-from dpaudit.report.spec import ReportSection
 
-__all__ = ["EXPERIMENT", "TargetConfig", "TargetExperiment"]
+__all__ = ["EXPERIMENT", "TargetConfig"]
 
-
-class TargetExperiment:
-    """The target audit as an :class:`~dpaudit.experiments.base.Experiment` (stage modules load lazily)."""
-
-    name = "target"
-
-    def config_from_params(self, params: Mapping[str, Any]) -> TargetConfig:
-        return config_from_params(params)
-
-    def check_inputs(self, config: TargetConfig) -> None:
-        """The check stage's file checks: DVC digests of the model and membership files, the mapping."""
-        check_files(config)
-
-    def train(self, config: TargetConfig, audit: Audit, out_dir: Path) -> TrainManifest:
-        from dpaudit.experiments.target.train import train
-
-        return train(config, audit, out_dir)
-
-    def losses(self, config: TargetConfig, audit: Audit, manifest: TrainManifest, out_path: Path) -> None:
-        from dpaudit.experiments.target.losses import losses
-
-        losses(config, audit, manifest, out_path)
-
-    def attack(self, config: TargetConfig, audit: Audit, manifest: TrainManifest, out_dir: Path) -> None:
-        from dpaudit.experiments.target.attack import attack
-
-        attack(config, audit, manifest, out_dir)
-
-    def bounds(self, config: TargetConfig, audit: Audit, manifest: TrainManifest) -> BoundsResult:
-        from dpaudit.experiments.target.bounds import bounds
-
-        return bounds(config, audit, manifest)
-
-    def section(
-        self, config: TargetConfig, audit: Audit, manifest: TrainManifest, result: BoundsResult
-    ) -> ReportSection:
-        from dpaudit.experiments.target.report import section
-
-        return section(config, audit, manifest, result)
-
-
-EXPERIMENT = register(TargetExperiment())
+EXPERIMENT = register(PackagedExperiment("target", __name__, config_from_params, check_inputs=check_files))
