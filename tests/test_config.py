@@ -193,3 +193,16 @@ def test_readme_membership_recipe_passes_the_check():
     params = _exp_run_params(readme[start : readme.index("\n```", start)].replace("\\\n", " "))
     assert sum(a.experiment == "membership" for a in check_params(params)) == 5
     assert params["membership"]["train"]["repeats"] == 10
+
+
+def test_dataset_entry_names_the_missing_key_and_the_known_datasets() -> None:
+    from dpaudit.config import dataset_entry
+    from dpaudit.experiments.canaries.config import config_from_params as canaries_config
+
+    assert dataset_entry({"adult": 1, "digits": 2}, "membership", "digits") == 2
+    expected = r"missing key 'membership\.datasets\.mnist' \(have: adult, digits\)"
+    with pytest.raises(ParamsError, match=expected):
+        dataset_entry({"digits": 2, "adult": 1}, "membership", "mnist")
+    config = canaries_config(load_params("params.yaml"))
+    with pytest.raises(ParamsError, match=r"missing key 'canaries\.datasets\.nope'"):
+        config.settings_for("nope")

@@ -57,6 +57,15 @@ def section(params: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     return value
 
 
+def dataset_entry(datasets: Mapping[str, T], where: str, name: str) -> T:
+    """``datasets[name]`` of the ``<where>.datasets`` section, or a :class:`ParamsError` naming the
+    missing key and the datasets that are there."""
+    if name not in datasets:
+        have = ", ".join(sorted(datasets))
+        raise ParamsError(f"params: missing key '{where}.datasets.{name}' (have: {have})")
+    return datasets[name]
+
+
 def require(condition: bool, key: str, value: Any, expectation: str) -> None:
     """Raise a :class:`ParamsError` naming ``key`` and ``value`` unless ``condition`` holds."""
     if not condition:

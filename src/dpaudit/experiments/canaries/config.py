@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from dpaudit.config import ParamsError, from_mapping, require, section
+from dpaudit.config import dataset_entry, from_mapping, require, section
 
 #: Canary types, in the order of the audit set (Aerni et al. §4: mislabeled, blank, OOD, duplicates)
 #: and ``clean``, unmodified random records: the population-style view.
@@ -176,12 +176,7 @@ class CanariesConfig:
     bounds: BoundsParams = field(default_factory=BoundsParams)
 
     def settings_for(self, dataset: str) -> DatasetSettings:
-        if dataset not in self.datasets:
-            raise ParamsError(
-                f"params: missing key 'canaries.datasets.{dataset}' "
-                f"(have: {', '.join(sorted(self.datasets))})"
-            )
-        return self.datasets[dataset]
+        return dataset_entry(self.datasets, "canaries", dataset)
 
 
 def config_from_params(params: Mapping[str, Any]) -> CanariesConfig:

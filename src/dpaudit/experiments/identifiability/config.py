@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from dpaudit.config import ParamsError, from_mapping, require, section
+from dpaudit.config import dataset_entry, from_mapping, require, section
 from dpaudit.experiments.modelling import ModelChoice
 
 Sensitivity = Literal["global", "local"]
@@ -164,12 +164,7 @@ class IdentifiabilityConfig:
     bounds: BoundsParams = field(default_factory=BoundsParams)
 
     def dataset(self, name: str) -> DatasetSettings:
-        if name not in self.datasets:
-            raise ParamsError(
-                f"params: missing key 'identifiability.datasets.{name}' "
-                f"(have: {', '.join(sorted(self.datasets))})"
-            )
-        return self.datasets[name]
+        return dataset_entry(self.datasets, "identifiability", name)
 
     def learning_rate_for(self, dataset: str) -> float:
         own = self.dataset(dataset).learning_rate

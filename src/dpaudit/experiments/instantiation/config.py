@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from dpaudit.config import ParamsError, from_mapping, require, section
+from dpaudit.config import dataset_entry, from_mapping, require, section
 
 ThreatModel = Literal["A", "B", "C", "D", "E", "F"]
 THREAT_MODELS: tuple[str, ...] = ("A", "B", "C", "D", "E", "F")
@@ -181,12 +181,7 @@ class InstantiationConfig:
     bounds: BoundsParams = field(default_factory=BoundsParams)
 
     def dataset(self, name: str) -> DatasetSettings:
-        if name not in self.datasets:
-            raise ParamsError(
-                f"params: missing key 'instantiation.datasets.{name}' "
-                f"(have: {', '.join(sorted(self.datasets))})"
-            )
-        return self.datasets[name]
+        return dataset_entry(self.datasets, "instantiation", name)
 
 
 def config_from_params(params: Mapping[str, Any]) -> InstantiationConfig:

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from dpaudit.config import ParamsError, from_mapping, require, section
+from dpaudit.config import dataset_entry, from_mapping, require, section
 from dpaudit.experiments.modelling import ModelChoice
 
 Accountant = Literal["rdp", "pld", "naive", "advanced"]
@@ -202,12 +202,7 @@ class MembershipConfig:
     bounds: BoundsParams = field(default_factory=BoundsParams)
 
     def sizes_for(self, dataset: str) -> DatasetSettings:
-        if dataset not in self.datasets:
-            raise ParamsError(
-                f"params: missing key 'membership.datasets.{dataset}' "
-                f"(have: {', '.join(sorted(self.datasets))})"
-            )
-        return self.datasets[dataset]
+        return dataset_entry(self.datasets, "membership", dataset)
 
     def hidden_for(self, dataset: str) -> tuple[int, ...] | None:
         return self.sizes_for(dataset).hidden

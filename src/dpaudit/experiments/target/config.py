@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dpaudit.config import ParamsError, from_mapping, require, section
+from dpaudit.config import dataset_entry, from_mapping, require, section
 
 #: Largest number of DP-SGD steps of the shadow models (epochs / sampling_rate).
 MAX_STEPS = 100_000
@@ -115,11 +115,7 @@ class TargetConfig:
     bounds: BoundsParams = field(default_factory=BoundsParams)
 
     def model_for(self, name: str) -> TargetModel:
-        if name not in self.datasets:
-            raise ParamsError(
-                f"params: missing key 'target.datasets.{name}' (have: {', '.join(sorted(self.datasets))})"
-            )
-        return self.datasets[name]
+        return dataset_entry(self.datasets, "target", name)
 
 
 def config_from_params(params: Mapping[str, Any]) -> TargetConfig:
