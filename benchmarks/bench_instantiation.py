@@ -50,6 +50,10 @@ def checks(metrics: dict) -> dict[str, object]:
         a, b = cell("A", eps, "epsilon_lower_family"), cell("B", eps, "epsilon_lower_family")
         if a is not None and b is not None:
             out[f"B-A@{eps}"] = b - a
+    for eps in metrics.get("D", {}):
+        c, d = cell("C", eps, "epsilon_lower_family"), cell("D", eps, "epsilon_lower_family")
+        if c is not None and d is not None:
+            out[f"D-C@{eps}"] = d - c
     for eps, m in metrics.get("F_simulation", {}).items():
         out[f"sim_max_abs_z@{eps}"] = m["pld_max_abs_z"]
         out[f"sim_ratio@{eps}"] = m["ratio_family"]
@@ -97,6 +101,19 @@ def main() -> None:
                 tm: {e: round(m["ratio_family"], 3) for e, m in cells.items()}
                 for tm, cells in metrics.items()
                 if tm not in ("checks",)
+            },
+            "ratio_family_threshold": {
+                tm: {
+                    e: round(m["epsilon_lower_family_threshold"] / m["epsilon_pld"], 3)
+                    for e, m in cells.items()
+                }
+                for tm, cells in metrics.items()
+                if tm in ("E", "F", "F_simulation")
+            },
+            "family_baseline_z": {
+                tm: {e: round(m["family_baseline_z"], 2) for e, m in cells.items()}
+                for tm, cells in metrics.items()
+                if tm in ("E", "F", "F_simulation")
             },
             "trials_per_second": {
                 tm: {e: round(m.get("trials_per_second", 0.0), 1) for e, m in cells.items()}

@@ -151,6 +151,42 @@ def test_adaptive_poison_lowers_the_query_loss_after_one_virtual_step(game) -> N
     assert np.all(after < before)
 
 
+def test_adaptive_poison_with_the_clipped_step_is_never_worse_than_the_query(game) -> None:
+    """Crafter 3 from x_q with DP-SGD's clipped virtual step returns its best iterate: the query's loss
+    after that step is at most what inserting x_q itself gives, per trial (so D's view is at least C's)."""
+    import tensorflow as tf
+
+    from dpaudit.experiments.instantiation.design.threat_models import craft_adaptive_input
+
+    model = game.model
+    params = [tf.constant(p) for p in model.init(4, seed=9)]
+    xq, yq = game.X_pool[:1], int(game.y_pool[0])
+
+    def after_step(x: tf.Tensor) -> np.ndarray:
+        with tf.GradientTape() as tape:
+            tape.watch(params)
+            logits, _ = model.forward(params, x, shared=False)
+            loss = tf.reduce_sum(model.example_losses(logits, tf.fill([4, 1], yq)))
+        grads = tape.gradient(loss, params)
+        norms = np.sqrt(sum(np.sum(np.reshape(g.numpy(), (4, -1)) ** 2, axis=1) for g in grads))
+        scale = np.minimum(1.0, 0.5 / norms)
+        virtual = [
+            p - g * scale.reshape(-1, *[1] * (g.shape.rank - 1)) for p, g in zip(params, grads, strict=True)
+        ]
+        return (
+            model.example_losses(model.forward(virtual, tf.constant(xq))[0], tf.constant([yq]))
+            .numpy()
+            .ravel()
+        )
+
+    query = tf.broadcast_to(tf.constant(xq)[None], (4, 1, *xq.shape[1:]))
+    for step_size in (0.05, 5.0):  # small steps improve on x_q; huge ones would not, and are not kept
+        x = craft_adaptive_input(
+            model, params, tf.constant(xq), yq, game.lo, game.hi, 3, step_size, 1.0, "query", clip_norm=0.5
+        )
+        assert np.all(after_step(x) <= after_step(query) + 1e-6)
+
+
 def test_distinguisher3_with_q1_approaches_the_gaussian_mechanism() -> None:
     """q = 1: the T-fold Gaussian is μ-GDP with μ = √T/z; the bound rises towards its exact ε with N."""
     steps, z = 4, 2.0
@@ -274,3 +310,40 @@ def test_distinguisher2_takes_the_best_statistic_by_bonferroni() -> None:
     assert out["epsilon_lower_family"] == pytest.approx(alone.lower_bounds["subsampled_gaussian"].epsilon)
     assert out["epsilon_lower_family"] > 0.5
     assert out["counted_per_world"] == n
+
+
+def test_gradient_canary_cell_pools_every_size_into_the_per_step_family_bound() -> None:
+    """E's cell: the sweeps and the one-threshold family bound choose 2n by Bonferroni; the per-step
+    family bound pools every size's projections over the T − t_o observed steps. On the ideal mechanism
+    (q = 0.1, 90 observed steps, z calibrated for ε = 4 over 100) it is ≤ ε of those 90 steps and well
+    above the one-threshold bound; the distinguisher's scores come from the same projections."""
+    from dpaudit.attacks.gradient_canary import distinguisher3_literal_scores, distinguisher3_scores
+    from dpaudit.bounds.accountants import calibrate_noise_multiplier, epsilon_pld
+    from dpaudit.experiments.instantiation.bounds import audit_cell, family
+    from dpaudit.experiments.instantiation.design import Cell
+
+    q, steps, observed, n = 0.1, 100, 90, 400
+    z = calibrate_noise_multiplier(4.0, DELTA, q, steps)
+    rng = np.random.default_rng(8)
+    sizes = np.repeat([2, 20], 2 * n)
+    inserted = np.concatenate([balanced_inserted(n, [1, s]) for s in range(2)])
+    dots = z * rng.standard_normal((4 * n, observed)) + inserted[:, None] * (
+        rng.random((4 * n, observed)) < q
+    )
+    attack = {
+        "inserted": inserted,
+        "canary_size": sizes,
+        "scores": distinguisher3_scores(dots, sampling_rate=q, noise_std=z, canary_norm=1.0),
+        "scores_literal": distinguisher3_literal_scores(dots, num_coordinates=2, clip_norm=1.0, noise_std=z),
+        "step_sum": dots.sum(axis=1),
+        "step_sum_squares": np.square(dots).sum(axis=1),
+        "steps_observed": np.asarray(observed),
+    }
+    out = audit_cell(Cell("E", 4.0, z), attack, DELTA, 0.95, "bonferroni", family(q, steps), seed=0)
+    exact = epsilon_pld(z, q, observed, DELTA)
+    assert out["per_size_confidence"] == pytest.approx(1 - 0.05 / 2)
+    assert out["best_canary_size"] in (2.0, 20.0)
+    assert 0.5 * exact < out["epsilon_lower_family"] <= exact
+    assert out["epsilon_lower_family"] > out["epsilon_lower_family_threshold"]
+    assert out["family_noise_multiplier_upper"] >= z
+    assert abs(out["family_baseline_z"]) < 4

@@ -58,6 +58,8 @@ from typing import Literal
 import numpy as np
 from scipy.stats import norm
 
+from dpaudit.bounds.stepwise import StepMoments
+
 Direction = Literal["remove", "both"]
 
 
@@ -205,7 +207,17 @@ def distinguisher3_literal_scores(
 # ---------------------------------------------------------------------------------------------
 
 
-def simulate_subsampled_gaussian_scores(
+@dataclass(frozen=True)
+class SimulatedGame:
+    """Distinguisher 3's statistic Λ per trial in both worlds and the per-step moments behind it."""
+
+    scores_d: np.ndarray
+    scores_dprime: np.ndarray
+    steps_d: StepMoments
+    steps_dprime: StepMoments
+
+
+def simulate_subsampled_gaussian(
     trials_per_world: int,
     *,
     sampling_rate: float,
@@ -213,13 +225,14 @@ def simulate_subsampled_gaussian_scores(
     noise_multiplier: float,
     seed: int,
     chunk: int = 20_000,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Monte Carlo of Distinguisher 3's statistic Λ in both worlds: ``(scores_D, scores_Dprime)``.
+) -> SimulatedGame:
+    """Monte Carlo of Distinguisher 3 on the ideal mechanism: Λ in both worlds and the step moments.
 
     Units of C (C = 1, σ = z): per trial and step, d_t = σ·ξ in world D and d_t = B_t + σ·ξ in world
-    D′ with B_t ~ Bernoulli(q), ξ ~ N(0, 1), and Λ = :func:`distinguisher3_scores`. Trials are drawn
-    ``chunk`` at a time (memory ≈ 3 · chunk · steps · 8 bytes), each chunk from its own
-    ``SeedSequence(seed).spawn`` stream, so results are reproducible for a given (seed, chunk).
+    D′ with B_t ~ Bernoulli(q), ξ ~ N(0, 1), and Λ = :func:`distinguisher3_scores`; the d_t's count,
+    sum and sum of squares per world feed :func:`dpaudit.bounds.stepwise.stepwise_family_bound`.
+    Trials are drawn ``chunk`` at a time (memory ≈ 3 · chunk · steps · 8 bytes), each chunk from its
+    own ``SeedSequence(seed).spawn`` stream, so results are reproducible for a given (seed, chunk).
     Measured on one CPU core of the development machine: 10⁶ trials per world at 100 steps take ≈ 12 s.
     """
     if trials_per_world < 1 or steps < 1 or chunk < 1:
@@ -230,6 +243,7 @@ def simulate_subsampled_gaussian_scores(
     num_chunks = -(-trials_per_world // chunk)
     streams = np.random.SeedSequence(seed).spawn(2 * num_chunks)
     scores = np.empty((2, trials_per_world), dtype=np.float64)
+    moments = [StepMoments(0, 0.0, 0.0), StepMoments(0, 0.0, 0.0)]
     for world in range(2):
         for i in range(num_chunks):
             start = i * chunk
@@ -239,8 +253,26 @@ def simulate_subsampled_gaussian_scores(
             d *= noise_multiplier
             if world == 1:
                 d += rng.random((size, steps)) < sampling_rate
+            moments[world] = moments[world] + StepMoments.of(d)
             scores[world, start : start + size] = _llr_sum(d, sampling_rate, noise_multiplier, 1.0)
-    return scores[0], scores[1]
+    return SimulatedGame(scores[0], scores[1], moments[0], moments[1])
+
+
+def simulate_subsampled_gaussian_scores(
+    trials_per_world: int,
+    *,
+    sampling_rate: float,
+    steps: int,
+    noise_multiplier: float,
+    seed: int,
+    chunk: int = 20_000,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(scores_D, scores_Dprime)`` of :func:`simulate_subsampled_gaussian` (same draws)."""
+    game = simulate_subsampled_gaussian(
+        trials_per_world, sampling_rate=sampling_rate, steps=steps, noise_multiplier=noise_multiplier,
+        seed=seed, chunk=chunk,
+    )  # fmt: skip
+    return game.scores_d, game.scores_dprime
 
 
 def _composed_pld(

@@ -50,6 +50,7 @@ from dpaudit.bounds.identifiability import (
     rho_alpha_from_rdp,
     rho_beta_from_epsilon,
 )
+from dpaudit.bounds.stepwise import StepMoments, StepwiseBound, stepwise_family_bound
 from dpaudit.bounds.tradeoff import SubsampledGaussian, gdp_epsilon, gdp_mu_lower
 
 __all__ = [
@@ -57,6 +58,8 @@ __all__ = [
     "ESTIMATORS",
     "LowerBound",
     "ScoresAudit",
+    "StepMoments",
+    "StepwiseBound",
     "SubsampledGaussian",
     "audit_scores",
     "epsilon_star_with_interval",
@@ -64,6 +67,7 @@ __all__ = [
     "gdp_lower_bound",
     "gdp_mu_lower",
     "one_run_lower_bound",
+    "stepwise_family_bound",
     "THRESHOLD_METHODS",
     "EpsilonLowerBound",
     "EpsilonStar",

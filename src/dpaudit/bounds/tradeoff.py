@@ -120,6 +120,9 @@ class SubsampledGaussian:
     steps: int
     discretization: float = field(default=TRADEOFF_DISCRETIZATION)
     rtol: float = 0.01  # relative spacing of the noise-multiplier grid searched by noise_upper
+    #: None: ε(z) from the accountants' refined optimistic PLD; a value: from one optimistic PLD on that
+    #: grid (still an underestimate of ε, at a fraction of the cost: 0.1–0.5 s at 1e-4, q = 0.1, T = 100).
+    epsilon_discretization: float | None = None
 
     def __post_init__(self) -> None:
         if not 0.0 < float(self.sampling_rate) <= 1.0:
@@ -206,6 +209,11 @@ class SubsampledGaussian:
             return math.inf
         if self.sampling_rate >= 1.0:  # exactly μ-GDP with μ = √T/z
             return gdp_epsilon(math.sqrt(self.steps) / noise_multiplier, delta)
+        if self.epsilon_discretization is not None:
+            return _one_grid_optimistic_epsilon(
+                float(noise_multiplier), float(self.sampling_rate), int(self.steps), float(delta),
+                float(self.epsilon_discretization),
+            )  # fmt: skip
         return _optimistic_epsilon(
             float(noise_multiplier), float(self.sampling_rate), int(self.steps), float(delta)
         )
@@ -216,3 +224,21 @@ def _optimistic_epsilon(noise_multiplier: float, sampling_rate: float, steps: in
     from dpaudit.bounds.accountants import epsilon_pld
 
     return epsilon_pld(noise_multiplier, sampling_rate, steps, delta, pessimistic=False)
+
+
+@lru_cache(maxsize=256)
+def _one_grid_optimistic_epsilon(
+    noise_multiplier: float, sampling_rate: float, steps: int, delta: float, discretization: float
+) -> float:
+    """ε(δ) from dp_accounting's optimistic PLD on one grid: it underestimates ε by about
+    T·grid/2 (q = 0.1, T = 100, z = 2.42: 1.765 at 1e-3, 1.810 at 1e-4, against 1.815 pessimistic)."""
+    from dp_accounting.pld import privacy_loss_distribution
+
+    pld = privacy_loss_distribution.from_gaussian_mechanism(
+        standard_deviation=noise_multiplier,
+        sampling_prob=sampling_rate,
+        value_discretization_interval=discretization,
+        pessimistic_estimate=False,
+        use_connect_dots=False,
+    ).self_compose(steps)
+    return float(pld.get_epsilon_for_delta(delta))

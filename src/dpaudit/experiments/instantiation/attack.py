@@ -7,8 +7,9 @@ likelihood-ratio statistic of the Poisson-subsampled Gaussian on the canary proj
 paper's literal test. Higher score = world D′.
 
 For every ε of a run with F, Distinguisher 3 is also simulated on the ideal mechanism (10⁵–10⁶
-trials per world, :func:`dpaudit.attacks.gradient_canary.simulate_subsampled_gaussian_scores`) and its
-ROC compared with the exact trade-off from dp_accounting's PLD.
+trials per world, :func:`dpaudit.attacks.gradient_canary.simulate_subsampled_gaussian`) and its
+ROC compared with the exact trade-off from dp_accounting's PLD. E, F and the simulation also keep the
+per-step moments (Σ d_t, Σ d_t² per trial or per world) of the per-step family bound.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dpaudit.attacks.gradient_canary import compare_simulation_with_pld, simulate_subsampled_gaussian_scores
+from dpaudit.attacks.gradient_canary import compare_simulation_with_pld, simulate_subsampled_gaussian
 from dpaudit.experiments.base import TrainManifest
 from dpaudit.experiments.instantiation.config import InstantiationConfig
 from dpaudit.experiments.instantiation.design import SIMULATION, epsilon_key, manifest_cells
@@ -50,6 +51,10 @@ def attack(config: InstantiationConfig, audit: Audit, manifest: TrainManifest, o
                 clip_norm=clip,
             )  # fmt: skip
             out["scores"], out["scores_literal"], out["canary_size"] = lr, literal, view["canary_size"]
+            # Per trial Σ_t d_t and Σ_t d_t²: the per-step family bound's sufficient statistics.
+            out["step_sum"] = view["dots"].sum(axis=1)
+            out["step_sum_squares"] = np.square(view["dots"]).sum(axis=1)
+            out["steps_observed"] = np.asarray(view["dots"].shape[1])
         write_npz(out_dir / f"{cell.file}.npz", out)
     if "F" in manifest.facts["threat_models"]:
         ap = config.attack
@@ -57,10 +62,11 @@ def attack(config: InstantiationConfig, audit: Audit, manifest: TrainManifest, o
             key = epsilon_key(eps)
             z = float(manifest.mechanisms[key].noise_multiplier or 0.0)
             t0 = time.perf_counter()
-            s_d, s_dp = simulate_subsampled_gaussian_scores(
+            game = simulate_subsampled_gaussian(
                 ap.simulation_trials_per_world, sampling_rate=q, steps=steps, noise_multiplier=z,
                 seed=int(manifest.seeds["seed"]) * 100 + i,
             )  # fmt: skip
+            s_d, s_dp = game.scores_d, game.scores_dprime
             seconds = time.perf_counter() - t0
             rows = compare_simulation_with_pld(
                 s_d, s_dp, list(ap.simulation_fprs), sampling_rate=q, steps=steps, noise_multiplier=z
@@ -76,5 +82,9 @@ def attack(config: InstantiationConfig, audit: Audit, manifest: TrainManifest, o
                     "std_error": np.array([r.std_error for r in rows]),
                     "z_score": np.array([r.z_score for r in rows]),
                     "seconds": np.asarray(seconds),
+                    "steps_d": np.array([game.steps_d.count, game.steps_d.total, game.steps_d.total_squares]),
+                    "steps_dprime": np.array(
+                        [game.steps_dprime.count, game.steps_dprime.total, game.steps_dprime.total_squares]
+                    ),
                 },
             )

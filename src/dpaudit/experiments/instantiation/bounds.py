@@ -5,8 +5,12 @@ from the scores auditor (:func:`dpaudit.bounds.auditor.audit_scores`, joint leve
 
 - the assumption-free threshold sweep (Eqs. 4–5; ``bounds.selection``: Bonferroni over thresholds or
   a held-out half), both variants reported;
-- the mechanism-family bound: (α_U, β_U) mapped through the Poisson-subsampled Gaussian's trade-off
-  curves with the run's q and T (assumes that family);
+- the mechanism-family bound (assumes the Poisson-subsampled Gaussian with the run's q and T). E and F
+  see every step's release, so theirs bounds the family's noise σ and canary shift Δ from all the
+  per-step canary projections (:func:`dpaudit.bounds.stepwise.stepwise_family_bound`, every canary size
+  pooled, over the T − t_o canary steps for E); at 10⁴ trials per world it is within a few per cent of
+  the Cramér–Rao limit. The one-threshold version, (α_U, β_U) mapped through the family's trade-off
+  curve, is what A–D get and is reported beside it for E and F (``epsilon_lower_family_threshold``);
 - the naive sweep (threshold chosen on the counted trials), flagged as an estimate;
 - the Clopper–Pearson cap for N trials per world, ε_RDP and ε_PLD of the noise used, ε_LB/ε_PLD and
   test accuracy.
@@ -23,7 +27,6 @@ from __future__ import annotations
 
 import json
 import math
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -32,6 +35,7 @@ import pandas as pd
 from dpaudit.bounds.accountants import epsilons_for_event
 from dpaudit.bounds.auditor import ScoresAudit, audit_scores
 from dpaudit.bounds.empirical import epsilon_lower_from_scores
+from dpaudit.bounds.stepwise import StepMoments, StepwiseBound, stepwise_family_bound
 from dpaudit.bounds.tradeoff import SubsampledGaussian
 from dpaudit.experiments.base import BoundsResult, TrainManifest, finite_number
 from dpaudit.experiments.instantiation.config import InstantiationConfig
@@ -48,45 +52,18 @@ from dpaudit.report.spec import SummaryRow
 
 SCORES = {"epsilon_lower_ratio": "ε_LB / ε_PLD (strongest threat model)"}
 
-#: Grid of the optimistic PLD that turns z_UB into ε for the family bound (see :class:`Family`). Its
-#: discretisation error is about T·grid/2 in ε (q = 0.1, T = 100, z = 2.42: 1.765 at 1e-3, 1.810 at
-#: 1e-4, against 1.815 pessimistic): 1e-3 cost F and E 0.045 of every bound, i.e. 5 % of ε at ε = 1;
-#: 1e-4 takes 0.1–0.5 s per z_UB on 2 cores.
+#: Grid of the optimistic PLD that turns z_UB into ε for the family bounds
+#: (``SubsampledGaussian.epsilon_discretization``). Its discretisation error is about T·grid/2 in ε:
+#: 1e-3 cost F and E 0.045 of every bound, i.e. 5 % of ε at ε = 1; 1e-4 takes 0.1–0.5 s per z_UB on
+#: 2 cores. (The accountants' refined grid took minutes per cell on a loaded machine.)
 FAMILY_EPSILON_DISCRETIZATION = 1e-4
 
 
-@lru_cache(maxsize=256)
-def _optimistic_family_epsilon(
-    noise_multiplier: float, sampling_rate: float, steps: int, delta: float
-) -> float:
-    from dp_accounting.pld import privacy_loss_distribution
-
-    pld = privacy_loss_distribution.from_gaussian_mechanism(
-        standard_deviation=noise_multiplier,
-        sampling_prob=sampling_rate,
-        value_discretization_interval=FAMILY_EPSILON_DISCRETIZATION,
-        pessimistic_estimate=False,
-        use_connect_dots=False,
-    ).self_compose(steps)
-    return float(pld.get_epsilon_for_delta(delta))
-
-
-class Family(SubsampledGaussian):
-    """The Poisson-subsampled Gaussian family with a one-grid ε(z_UB): dp_accounting's *optimistic*
-    PLD at :data:`FAMILY_EPSILON_DISCRETIZATION` underestimates ε, so the bound stays a lower bound,
-    at a fraction of the cost of the auditor's refined grid (one PLD per z_UB instead of up to five
-    refinements, which took minutes per cell on a loaded 2-core machine)."""
-
-    def epsilon(self, noise_multiplier: float, delta: float) -> float:
-        if not math.isfinite(noise_multiplier):
-            return 0.0
-        if delta <= 0:
-            return math.inf
-        if self.sampling_rate >= 1.0:
-            return super().epsilon(noise_multiplier, delta)
-        return _optimistic_family_epsilon(
-            float(noise_multiplier), float(self.sampling_rate), int(self.steps), float(delta)
-        )
+def family(sampling_rate: float, steps: int) -> SubsampledGaussian:
+    """The assumed mechanism family of a cell: T steps (E: the T − t_o canary steps) at rate q."""
+    return SubsampledGaussian(
+        sampling_rate, steps, rtol=0.03, epsilon_discretization=FAMILY_EPSILON_DISCRETIZATION
+    )
 
 
 #: Distinguisher 2's statistics, in the order of ``statistic_index``.
@@ -95,6 +72,7 @@ DISTINGUISHER2_STATISTICS = ("max", "mean", "final")
 BOUND_KEYS = (
     "epsilon_lower_sweep",
     "epsilon_lower_family",
+    "epsilon_lower_family_threshold",
     "epsilon_lower_literal_sweep",
     "epsilon_lower_sweep_split",
     "epsilon_lower_sweep_bonferroni",
@@ -109,13 +87,15 @@ def _audit(scores: np.ndarray, inserted: np.ndarray, delta: float, confidence: f
     )  # fmt: skip
 
 
-def _bounds_of(audit: ScoresAudit, selection: str) -> dict[str, float]:
+def _bounds_of(
+    audit: ScoresAudit, selection: str, family_key: str = "epsilon_lower_family"
+) -> dict[str, float]:
     lb = audit.lower_bounds
     return {
         "epsilon_lower_sweep": lb[f"sweep_{selection}"].epsilon,
         "epsilon_lower_sweep_split": lb["sweep_split"].epsilon,
         "epsilon_lower_sweep_bonferroni": lb["sweep_bonferroni"].epsilon,
-        "epsilon_lower_family": lb["subsampled_gaussian"].epsilon,
+        family_key: lb["subsampled_gaussian"].epsilon,
         "epsilon_estimate_naive": lb["sweep_naive"].epsilon,
         "auroc": audit.auroc[0],
         "tpr_at_fpr_1pct": audit.tpr_at_fpr[0.01][0],
@@ -123,20 +103,39 @@ def _bounds_of(audit: ScoresAudit, selection: str) -> dict[str, float]:
 
 
 def _keep_best(
-    best: dict[str, float], found: dict[str, float], tag: str, choice_key: str, choice: float
-) -> None:
+    best: dict[str, float], found: dict[str, float], tag: str, choice_key: str, choice: float,
+    chosen_by: str = "epsilon_lower_family",
+) -> None:  # fmt: skip
     """Merge one Bonferroni candidate (a statistic or a canary size) into ``best``: all its values
-    under ``<key>_<tag>``, and per bound the largest so far; the family bound's winner also sets
+    under ``<key>_<tag>``, and per bound the largest so far; the winner of ``chosen_by`` also sets
     ``choice_key`` and the estimate, AUROC and TPR reported beside it."""
     for key, value in found.items():
         best[f"{key}_{tag}"] = value
     for key in BOUND_KEYS:
         if key in found and found[key] >= best.get(key, -1.0):
             best[key] = found[key]
-            if key == "epsilon_lower_family":
+            if key == chosen_by:
                 best[choice_key] = choice
                 for k in ("epsilon_estimate_naive", "auroc", "tpr_at_fpr_1pct"):
                     best[k] = found[k]
+
+
+def _step_moments(attack: dict[str, np.ndarray], rows: np.ndarray) -> StepMoments:
+    steps = int(attack["steps_observed"])
+    return StepMoments(
+        int(rows.sum()) * steps,
+        float(attack["step_sum"][rows].sum()),
+        float(attack["step_sum_squares"][rows].sum()),
+    )
+
+
+def _stepwise(bound: StepwiseBound) -> dict[str, float]:
+    return {
+        "epsilon_lower_family": bound.epsilon,
+        "epsilon_estimate_family": bound.epsilon_estimate,
+        "family_noise_multiplier_upper": bound.noise_multiplier_upper,
+        "family_baseline_z": bound.baseline_z,
+    }
 
 
 def audit_cell(
@@ -158,6 +157,8 @@ def audit_cell(
         best["counted_per_world"] = float(np.sum(inserted == 1))
         return best
     if cell.threat_model in ("E", "F"):
+        # The canary is present in the steps each trial observes (E: the T − t_o after warm-up).
+        observed = family(mechanism.sampling_rate, int(attack["steps_observed"]))
         sizes = attack["canary_size"]
         groups = np.unique(sizes)
         level = 1.0 - (1.0 - confidence) / len(groups)
@@ -165,16 +166,25 @@ def audit_cell(
         for size in groups:
             rows = sizes == size
             found = _bounds_of(
-                _audit(attack["scores"][rows], inserted[rows], delta, level, mechanism, seed), selection
-            )
+                _audit(attack["scores"][rows], inserted[rows], delta, level, observed, seed), selection,
+                family_key="epsilon_lower_family_threshold",
+            )  # fmt: skip
             lit = attack["scores_literal"]
             literal = epsilon_lower_from_scores(
                 lit[rows & (inserted == 1)], lit[rows & (inserted == 0)], delta, level, selection, seed
             )
             found["epsilon_lower_literal_sweep"] = literal.epsilon_lower
-            _keep_best(best, found, f"2n{int(size)}", "best_canary_size", float(size))
+            _keep_best(best, found, f"2n{int(size)}", "best_canary_size", float(size),
+                       chosen_by="epsilon_lower_family_threshold")  # fmt: skip
         best["per_size_confidence"] = level
         best["counted_per_world"] = float(np.sum(rows & (inserted == 1)))
+        # Every size's projections follow the same family (unit canary direction, noise σ, shift C),
+        # so the per-step bound pools them all, decided before the data: no choice to pay for.
+        bound = stepwise_family_bound(
+            _step_moments(attack, inserted == 1), _step_moments(attack, inserted == 0), observed,
+            delta=delta, confidence=confidence,
+        )  # fmt: skip
+        best.update(_stepwise(bound))
         return best
     out = _bounds_of(_audit(attack["scores"], inserted, delta, confidence, mechanism, seed), selection)
     out["counted_per_world"] = float(np.sum(inserted == 1))
@@ -193,7 +203,12 @@ def audit_simulation(audit: Audit, key: str, delta: float, confidence: float, se
         sim["scores_dprime"].astype(np.float64), sim["scores_d"].astype(np.float64), delta=delta,
         confidence=confidence, mechanism=mechanism, seed=seed, fpr_levels=(0.01,),
     )  # fmt: skip
-    out = _bounds_of(result, selection)
+    out = _bounds_of(result, selection, family_key="epsilon_lower_family_threshold")
+    steps_d, steps_dprime = (
+        StepMoments(int(v[0]), float(v[1]), float(v[2])) for v in (sim["steps_d"], sim["steps_dprime"])
+    )
+    bound = stepwise_family_bound(steps_dprime, steps_d, mechanism, delta=delta, confidence=confidence)
+    out.update(_stepwise(bound))
     out["trials_per_world"] = float(sim["scores_d"].size)
     out["cp_cap"] = cp_cap(int(sim["scores_d"].size), delta, confidence)
     out["pld_max_abs_z"] = float(np.max(np.abs(sim["z_score"])))
@@ -209,7 +224,7 @@ def bounds(config: InstantiationConfig, audit: Audit, manifest: TrainManifest) -
     bp = config.bounds
     delta, confidence, selection = manifest.delta, bp.confidence, bp.selection
     q, steps = float(manifest.facts["sampling_rate"]), int(manifest.facts["steps"])
-    mechanism = Family(q, steps, rtol=0.03)
+    mechanism = family(q, steps)
     seed = int(manifest.seeds["seed"])
     timings = json.loads((audit.train_dir / "timings.json").read_text())
     with np.load(audit.losses_path) as lf:
@@ -259,12 +274,17 @@ def bounds(config: InstantiationConfig, audit: Audit, manifest: TrainManifest) -
         if sim is None:
             continue
         pld = upper_of[key]["pld"]
+        sim["epsilon_pld"] = pld
         sim["ratio_family"] = sim["epsilon_lower_family"] / pld
+        sim["ratio_family_threshold"] = sim["epsilon_lower_family_threshold"] / pld
         sim["ratio_sweep"] = sim["epsilon_lower_sweep"] / pld
         metrics.setdefault("F_simulation", {})[key] = {k: finite_number(v) for k, v in sim.items()}
-        sim_rows.append({"epsilon_target": eps, "epsilon_pld": pld, **sim})
+        sim_rows.append({"epsilon_target": eps, **sim})
     frame = pd.DataFrame(rows)
-    valid_cols = ["epsilon_lower_sweep_split", "epsilon_lower_sweep_bonferroni", "epsilon_lower_family"]
+    valid_cols = [
+        c for c in ("epsilon_lower_sweep_split", "epsilon_lower_sweep_bonferroni", "epsilon_lower_family",
+                    "epsilon_lower_family_threshold") if c in frame
+    ]  # fmt: skip
     above = int(sum((frame[c] > frame["epsilon_pld"] + 1e-9).sum() for c in valid_cols)) if len(frame) else 0
     metrics["checks"] = {"valid_bounds_above_pld": above, "cells": len(frame)}
     # Figures: ε_LB against ε per threat model; the Fig. 9 analogue at one ε.
@@ -291,7 +311,8 @@ def bounds(config: InstantiationConfig, audit: Audit, manifest: TrainManifest) -
                 epsilon_upper=upper_of[key],
                 epsilon_lower=m["epsilon_lower_family"],
                 epsilon_lower_estimator=(
-                    f"{strongest} {NAMES[strongest]}: subsampled-Gaussian family bound, "
+                    f"{strongest} {NAMES[strongest]}: subsampled-Gaussian family bound"
+                    f"{' from every step' if strongest in ('E', 'F') else ''}, "
                     f"{confidence:.0%} joint (sweep: {m['epsilon_lower_sweep']:.3g})"
                 ),
                 scores={"epsilon_lower_ratio": m["ratio_family"]},

@@ -51,7 +51,7 @@ class TrainParams:
     adaptive_steps: int = 3  # D: gradient steps on x inside every training step (Crafter 3)
     adaptive_start: str = "query"  # D: Crafter 3's x starts at the query x_q ("query") or at 0 ("zero")
     adaptive_step_size: float = 1.0
-    virtual_learning_rate: float = 1.0  # D: learning rate of the virtual SGD step
+    virtual_learning_rate: float | None = None  # D: the virtual step's rate (None: the real one, η/(q|D|))
     canary_sizes: tuple[int, ...] = (2, 20, 200)  # E/F: 2n
     warmup_fraction: float = 0.1  # t_o = max(1, ceil(warmup_fraction * T))
     malicious_size: int = 100  # F: |D| of Crafter 5's random dataset
@@ -87,7 +87,10 @@ class TrainParams:
         )  # fmt: skip
         require(self.adaptive_step_size > 0, "adaptive_step_size", self.adaptive_step_size, "must be > 0")
         require(
-            self.virtual_learning_rate > 0, "virtual_learning_rate", self.virtual_learning_rate, "must be > 0"
+            self.virtual_learning_rate is None or self.virtual_learning_rate > 0,
+            "virtual_learning_rate",
+            self.virtual_learning_rate,
+            "must be null or > 0",
         )
         require(
             len(self.canary_sizes) >= 1 and all(s >= 1 for s in self.canary_sizes),

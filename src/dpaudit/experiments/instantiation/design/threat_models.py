@@ -302,14 +302,18 @@ def craft_adaptive_input(
     step_size: float,
     virtual_learning_rate: float,
     start: str = "zero",
+    clip_norm: float | None = None,
 ) -> tf.Tensor:
     """Crafter 3's inner loop (§IV-D): per trial, x ``[T, 1, ...]`` by double back-propagation.
 
-    Minimises ℓ(θ − η_v ∇_θ ℓ(θ; x, y_q); x_q, y_q) over x by ``steps`` normalised gradient steps of
-    ``step_size``·(hi − lo), clipped to [lo, hi], from x = 0 (the paper's start) or from x = x_q
-    (``start="query"``). Inserting x_q itself already follows −∇_θ ℓ(x_q), the steepest first-order
-    descent of the query's loss, so starting there makes D at least as strong as C's poison, while
-    from 0 a few steps rarely align x's gradient with it. Runs eagerly or inside the compiled step.
+    Minimises the query's loss after one virtual step, ℓ(θ − η_v·clip_C(∇_θ ℓ(θ; x, y_q)); x_q, y_q), over
+    x by ``steps`` normalised gradient steps of ``step_size``·(hi − lo), clipped to [lo, hi], from x = 0
+    (the paper's start) or from x = x_q (``start="query"``), and returns the best iterate, the start
+    included. The virtual step clips to C as DP-SGD does (``clip_norm``; None: unclipped, the paper's
+    literal step): unclipped, the objective rewards a large gradient that the real step then scales
+    down, and x drifts away from x_q, whose clipped gradient is already the steepest first-order descent
+    of the query's loss. With the start kept as a candidate, D's inserted gradient is never worse than
+    C's poison by this objective. Runs eagerly or inside the compiled step.
     """
     T = tf.shape(params[0])[0]
     span = tf.constant(np.maximum(np.asarray(hi) - np.asarray(lo), 1e-6), tf.float32)
@@ -325,21 +329,40 @@ def craft_adaptive_input(
     labels = tf.fill([T, 1], tf.constant(int(y_query), tf.int32))
     query_labels = tf.constant([int(y_query)], tf.int32)
     reduce_axes = list(range(2, 2 + len(model.input_shape)))
-    for _ in range(steps):
+    x_axes = [1] * (1 + len(model.input_shape))
+
+    def query_loss_after_step(x: tf.Tensor) -> tf.Tensor:
+        """Per trial ``[T]``: the query's loss after the virtual step on (x, y_q)."""
+        with tf.GradientTape() as inner:
+            inner.watch(params)
+            logits, _ = model.forward(params, x, shared=False)
+            loss = tf.reduce_sum(model.example_losses(logits, labels))
+        grads = inner.gradient(loss, params)
+        if clip_norm is not None:
+            norms = tf.sqrt(
+                tf.add_n([tf.reduce_sum(tf.square(tf.reshape(g, [T, -1])), axis=1) for g in grads]) + 1e-24
+            )
+            scale = tf.minimum(1.0, clip_norm / norms)
+            grads = [g * tf.reshape(scale, [-1] + [1] * (len(g.shape) - 1)) for g in grads]
+        virtual = [p - virtual_learning_rate * g for p, g in zip(params, grads, strict=True)]
+        q_logits, _ = model.forward(virtual, x_query)
+        return tf.reshape(model.example_losses(q_logits, query_labels), [T])
+
+    best_x, best_loss = x, tf.fill([T], np.float32(np.inf))
+    for step in range(steps + 1):
         with tf.GradientTape() as outer:
             outer.watch(x)
-            with tf.GradientTape() as inner:
-                inner.watch(params)
-                logits, _ = model.forward(params, x, shared=False)
-                loss = tf.reduce_sum(model.example_losses(logits, labels))
-            grads = inner.gradient(loss, params)
-            virtual = [p - virtual_learning_rate * g for p, g in zip(params, grads, strict=True)]
-            q_logits, _ = model.forward(virtual, x_query)
-            q_loss = tf.reduce_sum(model.example_losses(q_logits, query_labels))
-        gx = outer.gradient(q_loss, x) * span
+            q_loss = query_loss_after_step(x)
+            total = tf.reduce_sum(q_loss)
+        better = q_loss < best_loss
+        best_x = tf.where(tf.reshape(better, [-1, *x_axes]), x, best_x)
+        best_loss = tf.where(better, q_loss, best_loss)
+        if step == steps:
+            break
+        gx = outer.gradient(total, x) * span
         norm = tf.sqrt(tf.reduce_sum(tf.square(gx), axis=reduce_axes, keepdims=True)) + 1e-12
         x = tf.clip_by_value(x - step_size * span * gx / norm, lo_t, hi_t)
-    return x
+    return best_x
 
 
 def adaptive_poison_injector(
@@ -352,6 +375,7 @@ def adaptive_poison_injector(
     step_size: float,
     virtual_learning_rate: float,
     start: str = "zero",
+    clip_norm: float | None = None,
 ) -> Injector:
     """Crafter 3 as a trainer injector: each step, craft x per trial and return ∇_θ ℓ(θ_i; x, y_q)
     (the trainer clips it to C and adds it with probability q where the world gate is 1)."""
@@ -361,7 +385,7 @@ def adaptive_poison_injector(
         params = list(state.params)
         x = tf.stop_gradient(
             craft_adaptive_input(
-                model, params, xq, y_query, lo, hi, steps, step_size, virtual_learning_rate, start
+                model, params, xq, y_query, lo, hi, steps, step_size, virtual_learning_rate, start, clip_norm
             )
         )
         T = tf.shape(params[0])[0]
@@ -384,16 +408,24 @@ def play_adaptive_poison(
     *,
     steps: int,
     step_size: float,
-    virtual_learning_rate: float,
+    virtual_learning_rate: float | None,
     start: str = "zero",
 ) -> dict[str, np.ndarray]:
     """Threat model D (§IV-D): both worlds train on D; world D′ gets Crafter 3's gradient each step
-    with probability q; the view is ℓ(θ_i; x_q, y_q) at every step and on the final model."""
+    with probability q; the view is ℓ(θ_i; x_q, y_q) at every step and on the final model.
+
+    Crafter 3's virtual step is the real one for a single example: clipped to C and at rate η/(q|D|)
+    (the trainer divides the noisy sum by the expected batch q|D|) unless ``virtual_learning_rate`` is
+    given. A much larger virtual rate (the earlier default, 1.0, is 50× adult's real one) rewards x whose
+    large, non-linear step helps the query, not the small first-order step training takes."""
     T = len(inserted)
     mask = np.ones((T, len(game.X_d)), dtype=bool)
+    if virtual_learning_rate is None:
+        virtual_learning_rate = game.learning_rate / (game.sampling_rate * len(game.X_d))
     injector = adaptive_poison_injector(
-        game.model, query, label, game.lo, game.hi, steps, step_size, virtual_learning_rate, start
-    )
+        game.model, query, label, game.lo, game.hi, steps, step_size, virtual_learning_rate, start,
+        clip_norm=game.clip_norm,
+    )  # fmt: skip
     result = train_trials(
         game.model,
         game.X_d,
