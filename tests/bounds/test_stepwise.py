@@ -111,3 +111,11 @@ def test_moments_merge_and_bad_input_is_refused() -> None:
         stepwise_family_bound(StepMoments(0, 0.0, 0.0), a, InverseZ(0.1), delta=1e-5)
     with pytest.raises(ValueError, match="confidence"):
         stepwise_family_bound(a, a, InverseZ(0.1), delta=1e-5, confidence=1.0)
+
+
+def test_a_mean_no_shift_explains_is_refused() -> None:
+    """q·m₁ ≪ 1: P(K ≥ 1) < α, so a large D′ mean fits no Δ; the error says so instead of looping."""
+    inserted = StepMoments(10, 50.0, 500.0)
+    absent = StepMoments(10_000, 0.0, 10_000.0)
+    with pytest.raises(ValueError, match="unlikely under the family"):
+        stepwise_family_bound(inserted, absent, InverseZ(0.001), delta=1e-5)

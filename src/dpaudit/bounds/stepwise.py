@@ -170,8 +170,15 @@ def stepwise_family_bound(
     shift_lower = 0.0
     if excess(0.0) < 0:
         hi = max(shift_hat, sd / q, 1e-12)
-        while excess(hi) < 0:
+        for _ in range(200):
+            if excess(hi) >= 0:
+                break
             hi *= 2.0
+        else:  # only when D′ holds so few expected insertions (m₁q ≪ 1) that no shift explains its mean
+            raise ValueError(
+                f"world D′'s mean {w:.4g} over {m1} steps is unlikely under the family at any shift "
+                f"(q = {q:g}): too few observations, or not the assumed mechanism"
+            )
         shift_lower = float(optimize.brentq(excess, 0.0, hi, xtol=1e-10 * hi, rtol=1e-10))
     z_upper = sigma_upper / shift_lower if shift_lower > 0 else math.inf
     return StepwiseBound(
