@@ -8,6 +8,13 @@ repository's ``params.yaml`` with overrides, into a scratch root that holds a co
     python benchmarks/bench_instantiation.py --root /tmp/inst                       # default profile
     python benchmarks/bench_instantiation.py --root /tmp/inst --acceptance          # nasr-cpu profile
     python benchmarks/bench_instantiation.py --root /tmp/inst --acceptance --threat-models F --epsilons 2
+    python benchmarks/bench_instantiation.py --root /tmp/inst --acceptance --threat-models A,B,C,D \
+        --seeds 1,2,3,4,5                                                 # the ordering's sampling error
+
+``--seeds`` repeats the run with independent ``instantiation.train.seed`` values (new shadow models,
+poison, trials and noise) and ends with, per dataset and ε, the mean and standard error over seeds of
+the differences B − A, C − B and D − C of the family bounds, and how often A exceeds 0.1·ε: what
+"up to sampling error" in the issue's ordering means, measured rather than argued from one run.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import statistics
 import time
 from pathlib import Path
 
@@ -70,6 +78,7 @@ def main() -> None:
     parser.add_argument("--threat-models", default=None, help="e.g. A,B,C,D,E,F")
     parser.add_argument("--epsilons", default=None, help="e.g. 1,2,4,10")
     parser.add_argument("--simulation", type=int, default=None, help="simulated trials per world")
+    parser.add_argument("--seeds", default=None, help="e.g. 1,2,3: repeat with these train seeds")
     args = parser.parse_args()
     params = load_params(REPO / "params.yaml")
     train = params["instantiation"]["train"]
@@ -82,18 +91,72 @@ def main() -> None:
         train["target_epsilons"] = [float(e) for e in args.epsilons.split(",")]
     if args.simulation:
         params["instantiation"]["attack"]["simulation_trials_per_world"] = args.simulation
-    (args.root / "data").mkdir(parents=True, exist_ok=True)
-    shutil.copytree(REPO / "data" / "prepared", args.root / "data" / "prepared", dirs_exist_ok=True)
+    datasets = args.datasets.split(",")
+    if args.seeds is None:
+        run_profile(params, args.root, datasets)
+        return
+    by_seed = {}
+    for seed in (int(x) for x in args.seeds.split(",")):
+        train["seed"] = seed
+        print(f"# seed {seed}", flush=True)
+        by_seed[seed] = run_profile(params, args.root / f"seed{seed}", datasets)
+    print(json.dumps({"over_seeds": ordering_over_seeds(by_seed)}, indent=1), flush=True)
+
+
+def ordering_over_seeds(by_seed: dict[int, dict[str, dict]]) -> dict[str, dict[str, object]]:
+    """Per audit and ε: mean ± standard error over seeds of B − A, C − B, D − C (family bounds, in ε),
+    the number of seeds where A's larger bound exceeds 0.1·ε, and E's and F's ε_LB/ε_PLD over seeds."""
+    out: dict[str, dict[str, object]] = {}
+    first = next(iter(by_seed.values()))
+    for audit, metrics in first.items():
+        epsilons = {e for tm, cells in metrics.items() if tm != "checks" for e in cells}
+        for eps in sorted(epsilons, key=lambda e: float(e.removeprefix("eps"))):
+            row: dict[str, object] = {"seeds": len(by_seed)}
+            for tm in ("E", "F"):
+                ratios = [m[audit][tm][eps]["ratio_family"] for m in by_seed.values() if tm in m[audit]]
+                if ratios:
+                    row[f"{tm}_ratio"] = {
+                        "mean": round(statistics.fmean(ratios), 3),
+                        "min": round(min(ratios), 3),
+                        "values": [round(r, 3) for r in ratios],
+                    }
+            for low, high in (("A", "B"), ("B", "C"), ("C", "D")):
+                diffs = [
+                    m[audit][high][eps]["epsilon_lower_family"] - m[audit][low][eps]["epsilon_lower_family"]
+                    for m in by_seed.values()
+                    if low in m[audit] and high in m[audit]
+                ]
+                if len(diffs) >= 2:
+                    row[f"{high}-{low}"] = {
+                        "mean": round(statistics.fmean(diffs), 3),
+                        "se": round(statistics.stdev(diffs) / len(diffs) ** 0.5, 3),
+                        "values": [round(d, 3) for d in diffs],
+                    }
+            if eps in first[audit].get("A", {}):
+                row["A>0.1eps"] = sum(
+                    max(c["epsilon_lower_sweep"], c["epsilon_lower_family"]) > 0.1 * c["epsilon_target"]
+                    for c in (m[audit]["A"][eps] for m in by_seed.values())
+                )
+            out[f"{audit}@{eps}"] = row
+    return out
+
+
+def run_profile(params: dict, root: Path, datasets: list[str]) -> dict[str, dict]:
+    """Run every stage of each dataset's instantiation audit under ``root``; print and return the metrics."""
+    (root / "data").mkdir(parents=True, exist_ok=True)
+    shutil.copytree(REPO / "data" / "prepared", root / "data" / "prepared", dirs_exist_ok=True)
     report = {}
-    for dataset in args.datasets.split(","):
+    all_metrics = {}
+    for dataset in datasets:
         audit = f"{dataset}-instantiation"
         started = time.perf_counter()
         stage_seconds = {}
         for run in (pipeline.run_train, pipeline.run_losses, pipeline.run_attack, pipeline.run_bounds):
             t0 = time.perf_counter()
-            run(params, audit, root=args.root)
+            run(params, audit, root=root)
             stage_seconds[run.__name__] = round(time.perf_counter() - t0, 1)
-        metrics = json.loads((args.root / "metrics" / f"{audit}.json").read_text())
+        metrics = json.loads((root / "metrics" / f"{audit}.json").read_text())
+        all_metrics[audit] = metrics
         report[audit] = {
             "seconds": round(time.perf_counter() - started, 1),
             "stages": stage_seconds,
@@ -123,6 +186,7 @@ def main() -> None:
             "checks": checks(metrics),
         }
         print(json.dumps({audit: report[audit]}, indent=1), flush=True)
+    return all_metrics
 
 
 if __name__ == "__main__":

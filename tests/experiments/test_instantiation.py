@@ -44,6 +44,28 @@ def test_warmup_steps_and_config_errors() -> None:
         config_from_params({"instantiation": {"train": {"threat_models": ["G"]}}})
 
 
+def test_an_audit_specific_train_size_resizes_d_from_the_pool_and_keeps_them_disjoint() -> None:
+    from dpaudit.experiments.instantiation.train import MIN_POOL_ROWS, resize_train_set
+
+    train, pool = np.arange(0, 100), np.arange(100, 1300)
+    assert resize_train_set(train, pool, None, [0, 4], "k") == (train, pool)
+    grown_d, grown_pool = resize_train_set(train, pool, 500, [0, 4], "k")
+    assert len(grown_d) == 500 and np.array_equal(grown_d[:100], train)
+    assert len(grown_pool) == 800 and not set(grown_d) & set(grown_pool)
+    assert set(grown_d) | set(grown_pool) == set(range(1300))
+    again, _ = resize_train_set(train, pool, 500, [0, 4], "k")
+    other, _ = resize_train_set(train, pool, 500, [1, 4], "k")
+    assert np.array_equal(again, grown_d) and not np.array_equal(other, grown_d)
+    small_d, small_pool = resize_train_set(train, pool, 40, [0, 4], "k")
+    assert np.array_equal(small_d, train[:40]) and len(small_pool) == 1260
+    most = 1300 - MIN_POOL_ROWS
+    assert len(resize_train_set(train, pool, most, [0, 4], "k")[1]) == MIN_POOL_ROWS
+    with pytest.raises(ValueError, match=r"instantiation.datasets.digits.train_size = 1201: .* at most 1200"):
+        resize_train_set(train, pool, most + 1, [0, 4], "instantiation.datasets.digits.train_size")
+    with pytest.raises(ParamsError, match="instantiation.datasets.digits.train_size"):
+        config_from_params({"instantiation": {"datasets": {"digits": {"train_size": 1}}}})
+
+
 # ------------------------------------------------------------------------------- a tiny game
 
 
@@ -257,6 +279,7 @@ def test_readme_instantiation_recipes_pass_the_check_and_change_the_config() -> 
     assert "mnist-instantiation" in {a.name for a in check_params(mnist)}
     config = experiment.config_from_params(mnist)
     assert config.dataset("mnist").hidden == (16, 32, 64) and config.dataset("mnist").learning_rate == 0.15
+    assert config.dataset("mnist").train_size == 1000 and default.dataset("mnist").train_size is None
     assert config.train.trials_per_world == 1000
     from dpaudit.experiments.modelling import build_model
 
@@ -283,9 +306,10 @@ def test_adaptive_input_starts_at_the_query_or_at_zero(game) -> None:
 
 
 def test_distinguisher2_takes_the_best_statistic_by_bonferroni() -> None:
-    """C/D audit max, mean and final loss on all trials at 1 − 0.05/3 each and keep the largest bound:
-    with only the final loss informative, the cell's bound is that statistic's bound at the split level
-    (so C, whose view contains B's, loses only the Bonferroni factor against B, not half its trials)."""
+    """C/D audit max, mean and final loss on all trials at 1 − 0.005, 1 − 0.005 and 1 − 0.04 (weighted
+    Bonferroni) and keep the largest bound: with only the final loss informative, the cell's bound is
+    that statistic's bound at its level (so C, whose view contains B's, loses only a fifth of its error
+    budget against B, not half its trials or two thirds of its budget)."""
     from dpaudit.experiments.instantiation.bounds import audit_cell
     from dpaudit.experiments.instantiation.design import Cell
     from dpaudit.experiments.instantiation.design.threat_models import distinguisher2_statistics
@@ -301,9 +325,10 @@ def test_distinguisher2_takes_the_best_statistic_by_bonferroni() -> None:
     mech = SubsampledGaussian(sampling_rate=1.0, steps=1)
     out = audit_cell(Cell("C", 2.0, 1.0), attack, DELTA, 0.95, "bonferroni", mech, seed=0)
     assert out["statistic_index"] == 2.0
-    assert out["per_statistic_confidence"] == pytest.approx(1 - 0.05 / 3)
+    assert out["confidence_final"] == pytest.approx(1 - 0.04)
+    assert out["confidence_max"] == out["confidence_mean"] == pytest.approx(1 - 0.005)
     alone = audit_scores(
-        stats["final"][inserted == 1], stats["final"][inserted == 0], delta=DELTA, confidence=1 - 0.05 / 3,
+        stats["final"][inserted == 1], stats["final"][inserted == 0], delta=DELTA, confidence=1 - 0.04,
         mechanism=mech, seed=0, fpr_levels=(0.01, 0.05),
     )  # fmt: skip
     assert out["epsilon_lower_sweep"] == pytest.approx(alone.lower_bounds["sweep_bonferroni"].epsilon)

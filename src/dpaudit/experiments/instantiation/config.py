@@ -5,8 +5,8 @@ Split by the stage that reads it:
 - ``train``: the game (trials per world, target ε grid at δ, q, T, C, calibration accountant), the
   threat models to run (A–F of Table I) and every crafter's knobs (shadow count, crafting steps and
   step size, canary sizes 2n, warm-up fraction, the malicious dataset's size and trial count).
-- ``datasets.<ds>``: hidden widths (MLP, or conv filters for mnist/cifar10) and learning rate; only
-  ``train@<ds>-instantiation`` reads its own entry.
+- ``datasets.<ds>``: hidden widths (MLP, or conv filters for mnist/cifar10), learning rate and, where
+  set, this audit's own |D|; only ``train@<ds>-instantiation`` reads its own entry.
 - ``attack``: the Monte Carlo of Distinguisher 3 on the ideal subsampled Gaussian (trials per world,
   the FPRs of the PLD cross-check).
 - ``bounds``: the joint confidence, the assumption-free sweep's threshold selection and the ε of the
@@ -124,12 +124,24 @@ class TrainParams:
 
 @dataclass(frozen=True)
 class DatasetSettings:
-    """Per dataset: layer widths (MLP) or conv filters (mnist/cifar10 CNN) and the learning rate."""
+    """Per dataset: layer widths (MLP) or conv filters (mnist/cifar10 CNN), the learning rate, and |D|.
+
+    ``train_size`` null keeps the prepared D (``data.prepare.<ds>.train_size``, shared with the other
+    audits); a number resizes D for this audit only: the prepared D's first rows, or all of them plus
+    pool rows drawn with ``train.seed`` (the pool keeps the rest, for A's fresh records and the shadows).
+    """
 
     hidden: tuple[int, ...] | None = None
     learning_rate: float = 0.5
+    train_size: int | None = None
 
     def __post_init__(self) -> None:
+        require(
+            self.train_size is None or self.train_size >= 2,
+            "train_size",
+            self.train_size,
+            "must be null or an integer >= 2",
+        )
         require(
             self.hidden is None or (len(self.hidden) >= 1 and all(h >= 1 for h in self.hidden)),
             "hidden",

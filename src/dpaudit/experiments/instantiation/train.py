@@ -33,6 +33,31 @@ log = logging.getLogger(__name__)
 #: Evaluation rows used for test accuracy (bounded so that 10⁴ trials stay cheap).
 MAX_EVAL_ROWS = 1000
 POISON_FILE = "poison-{key}.npz"
+#: Pool rows that must remain when ``train_size`` grows D (A's fresh records, Crafter 2's shadows).
+MIN_POOL_ROWS = 100
+
+
+def resize_train_set(
+    train_idx: np.ndarray, pool_idx: np.ndarray, size: int | None, seed: list[int], where: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """D and the pool for an audit-specific |D| = ``size`` (None: as prepared).
+
+    Shrinking keeps D's first rows (D is already a random draw) and returns the rest to the pool;
+    growing adds pool rows drawn with ``seed``. D and the pool stay disjoint; ``where`` names the key.
+    """
+    if size is None or size == len(train_idx):
+        return train_idx, pool_idx
+    if size < len(train_idx):
+        return train_idx[:size], np.concatenate([pool_idx, train_idx[size:]])
+    most = len(train_idx) + len(pool_idx) - MIN_POOL_ROWS
+    if size > most:
+        raise ValueError(
+            f"{where} = {size}: the prepared data has |D| = {len(train_idx)} and {len(pool_idx)} pool rows, "
+            f"so at most {most} ({MIN_POOL_ROWS} pool rows must remain for fresh records and shadow models)"
+        )
+    order = np.random.default_rng(seed).permutation(len(pool_idx))
+    extra = size - len(train_idx)
+    return np.concatenate([train_idx, pool_idx[order[:extra]]]), pool_idx[np.sort(order[extra:])]
 
 
 def build_game(config: InstantiationConfig, audit: Audit) -> Game:
@@ -46,12 +71,16 @@ def build_game(config: InstantiationConfig, audit: Audit) -> Game:
     lo, hi = X.min(axis=0), X.max(axis=0)
     ev = prepared.eval_idx[:MAX_EVAL_ROWS]
     tp = config.train
+    train_idx, pool_idx = resize_train_set(
+        prepared.train_idx, prepared.pool_idx, settings.train_size, [tp.seed, 4],
+        where=f"instantiation.datasets.{audit.dataset}.train_size",
+    )  # fmt: skip
     return Game(
         model=model,
-        X_d=X[prepared.train_idx],
-        y_d=prepared.y[prepared.train_idx],
-        X_pool=X[prepared.pool_idx],
-        y_pool=prepared.y[prepared.pool_idx],
+        X_d=X[train_idx],
+        y_d=prepared.y[train_idx],
+        X_pool=X[pool_idx],
+        y_pool=prepared.y[pool_idx],
         X_eval=X[ev],
         y_eval=prepared.y[ev],
         lo=lo,
