@@ -2,9 +2,9 @@
 
 Nasr et al. 2021 (:data:`dpaudit.references.NASR_2021`): Distinguisher 1 (A, B) scores −ℓ(θ_T; x, y);
 Distinguisher 2 (C, D) −max_i ℓ(θ_i; x, y), −mean_i ℓ(θ_i; x, y) and −ℓ(θ_T; x, y) (the bounds stage
-takes the best under a Bonferroni split of its confidence); Distinguisher 3 (E, F) the
-likelihood-ratio statistic of the Poisson-subsampled Gaussian on the canary projections, and the
-paper's literal test. Higher score = world D′.
+takes the best under a weighted Bonferroni split of its confidence, led by the final loss);
+Distinguisher 3 (E, F) the likelihood-ratio statistic of the Poisson-subsampled Gaussian on the canary
+projections, and the paper's literal test. Higher score = world D′.
 
 For every ε of a run with F, Distinguisher 3 is also simulated on the ideal mechanism (10⁵–10⁶
 trials per world, :func:`dpaudit.attacks.gradient_canary.simulate_subsampled_gaussian`) and its

@@ -83,8 +83,9 @@ def section(
             caption=(
                 f"Bounds hold jointly at {float(ctx['confidence']):.0%}; the sweep uses "
                 f"{ctx['selection']} threshold selection; the naive sweep chooses its threshold on the "
-                "trials it counts and overclaims. C and D choose max, mean or final loss and E chooses 2n, "
-                "both by Bonferroni over their choices. The family LB of E and F bounds the subsampled "
+                "trials it counts and overclaims. C and D choose max, mean or final loss (weighted "
+                "Bonferroni: 10 %, 10 %, 80 % of the error budget) and E chooses 2n (Bonferroni over "
+                "the sizes). The family LB of E and F bounds the subsampled "
                 "Gaussian's noise and shift from every step's canary projection (all sizes pooled; exact "
                 "χ² and binomial–normal limits); the one-threshold family bound, read through the "
                 "trade-off curve, is in the metrics as epsilon_lower_family_threshold."
