@@ -341,7 +341,9 @@ def test_gradient_canary_cell_pools_every_size_into_the_per_step_family_bound() 
     """E's cell: the sweeps and the one-threshold family bound choose 2n by Bonferroni; the per-step
     family bound pools every size's projections over the T − t_o observed steps. On the ideal mechanism
     (q = 0.1, 90 observed steps, z calibrated for ε = 4 over 100) it is ≤ ε of those 90 steps and well
-    above the one-threshold bound; the distinguisher's scores come from the same projections."""
+    above the one-threshold bound; the distinguisher's scores come from the same projections. E reports
+    it as ``epsilon_lower_family_stepwise`` (its assumption fails under training) and keeps the
+    one-threshold bound as its family bound; F, whose model does not move, counts the per-step one."""
     from dpaudit.attacks.gradient_canary import distinguisher3_literal_scores, distinguisher3_scores
     from dpaudit.bounds.accountants import calibrate_noise_multiplier, epsilon_pld
     from dpaudit.experiments.instantiation.bounds import audit_cell, family
@@ -368,7 +370,11 @@ def test_gradient_canary_cell_pools_every_size_into_the_per_step_family_bound() 
     exact = epsilon_pld(z, q, observed, DELTA)
     assert out["per_size_confidence"] == pytest.approx(1 - 0.05 / 2)
     assert out["best_canary_size"] in (2.0, 20.0)
-    assert 0.5 * exact < out["epsilon_lower_family"] <= exact
-    assert out["epsilon_lower_family"] > out["epsilon_lower_family_threshold"]
+    assert 0.5 * exact < out["epsilon_lower_family_stepwise"] <= exact
+    assert out["epsilon_lower_family_stepwise"] > out["epsilon_lower_family_threshold"]
+    assert out["epsilon_lower_family"] == out["epsilon_lower_family_threshold"]
+    assert "epsilon_estimate_family" not in out and out["epsilon_estimate_family_stepwise"] > 0
     assert out["family_noise_multiplier_upper"] >= z
     assert abs(out["family_baseline_z"]) < 4
+    as_f = audit_cell(Cell("F", 4.0, z), attack, DELTA, 0.95, "bonferroni", family(q, steps), seed=0)
+    assert as_f["epsilon_lower_family"] == pytest.approx(out["epsilon_lower_family_stepwise"])
