@@ -337,6 +337,47 @@ def test_distinguisher2_takes_the_best_statistic_by_bonferroni() -> None:
     assert out["counted_per_world"] == n
 
 
+def test_canaries_go_to_inert_coordinates_first_where_the_data_cannot_answer() -> None:
+    """A feature that is 0 in every record makes its first-layer weights inert: no per-example gradient
+    reaches them whatever the weights (checked against the model's own per-example gradients), so E's
+    canary goes there first; a size that does not fit is filled by Crafter 4's smallest-update rule and
+    flagged, and a convolution has no inert coordinates."""
+    import tensorflow as tf
+
+    from dpaudit.experiments.instantiation.design.threat_models import inert_coordinates, place_canaries
+    from dpaudit.training.models import mlp
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(50, 5)).astype(np.float32)
+    X[:, 2] = 0.0
+    y = rng.integers(0, 2, size=50)
+    model = mlp("toy", 5, 2, [8])
+    inert = inert_coordinates(model, X)
+    assert np.flatnonzero(inert).tolist() == list(range(16, 24))  # W1[2, :] of the 5 × 8 kernel
+    params = [tf.constant(p) for p in model.init(1, seed=1)]
+    with tf.GradientTape() as tape:
+        tape.watch(params)
+        logits = tf.reshape(model.forward(params, tf.constant(X))[0], (len(X), 2))
+        loss = tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(y, logits))
+    kernel = tape.gradient(loss, params)[0].numpy()[0]
+    assert np.all(kernel[2] == 0) and np.all(kernel[[0, 1, 3, 4]] != 0)
+
+    abs_sum = rng.random((4, model.num_params))
+    coords, all_inert = place_canaries(abs_sum, np.array([2, 2, 8, 20]), inert, "inert")
+    assert all(set(c) <= set(range(16, 24)) for c in coords[:3])
+    assert all_inert.tolist() == [True, True, True, False]
+    assert set(range(16, 24)) <= set(coords[3])
+    paper, flags = place_canaries(abs_sum, np.array([2, 2, 8, 20]), inert, "update")
+    assert np.array_equal(paper[0], np.argsort(abs_sum[0], kind="stable")[:2]) and not flags.any()
+    with pytest.raises(ValueError, match="canary_placement"):
+        place_canaries(abs_sum, np.array([2, 2, 8, 20]), inert, "random")
+
+    from dpaudit.experiments.modelling import build_model
+
+    cnn = build_model("mnist", (28, 28, 1), 10, (4, 4, 4))
+    assert not inert_coordinates(cnn, np.zeros((3, 28, 28, 1), np.float32)).any()
+
+
 def test_gradient_canary_cell_pools_every_size_into_the_per_step_family_bound() -> None:
     """E's cell: the sweeps and the one-threshold family bound choose 2n by Bonferroni; the per-step
     family bound pools every size's projections over the T − t_o observed steps. On the ideal mechanism
@@ -378,3 +419,13 @@ def test_gradient_canary_cell_pools_every_size_into_the_per_step_family_bound() 
     assert abs(out["family_baseline_z"]) < 4
     as_f = audit_cell(Cell("F", 4.0, z), attack, DELTA, 0.95, "bonferroni", family(q, steps), seed=0)
     assert as_f["epsilon_lower_family"] == pytest.approx(out["epsilon_lower_family_stepwise"])
+    # Canaries on inert coordinates (here size 2's trials): E counts the per-step bound of those alone.
+    attack["canary_inert"] = sizes == 2
+    inert = audit_cell(Cell("E", 4.0, z), attack, DELTA, 0.95, "bonferroni", family(q, steps), seed=0)
+    alone = {k: v[sizes == 2] if np.ndim(v) else v for k, v in attack.items()}
+    alone.pop("canary_inert")
+    only_2 = audit_cell(Cell("F", 4.0, z), alone, DELTA, 0.95, "bonferroni", family(q, steps), seed=0)
+    assert inert["inert_trials_per_world"] == n
+    assert inert["epsilon_lower_family"] == pytest.approx(only_2["epsilon_lower_family"])
+    assert inert["epsilon_lower_family_stepwise"] == pytest.approx(out["epsilon_lower_family_stepwise"])
+    assert inert["epsilon_lower_family"] > out["epsilon_lower_family_threshold"]

@@ -10,9 +10,12 @@ from the scores auditor (:func:`dpaudit.bounds.auditor.audit_scores`, joint leve
   F sees every step's release of a model that does not move (learning rate 0), so its family bound
   instead bounds the family's noise σ and canary shift Δ from all the per-step canary projections
   (:func:`dpaudit.bounds.stepwise.stepwise_family_bound`); at 10⁴ trials per world it is within a few
-  per cent of the Cramér–Rao limit. E's per-step bound (every canary size pooled, over its T − t_o
-  canary steps) is reported as ``epsilon_lower_family_stepwise`` but not counted as valid: it also
-  assumes that the data's gradients vanish on the canary coordinates, which real training breaks;
+  per cent of the Cramér–Rao limit. E's model trains, so the same bound holds for E only over the
+  trials whose canary sits on inert coordinates (``canary_inert``: weights that no record of D can
+  move or be moved by; ``train.canary_placement: inert`` puts canaries there first). That is E's family
+  bound (every canary size pooled, over its T − t_o canary steps; one-threshold without inert trials).
+  Over all trials it is reported as ``epsilon_lower_family_stepwise``, not counted as valid: where the
+  data's gradients reach the canary they answer it in world D′ only;
 - the naive sweep (threshold chosen on the counted trials), flagged as an estimate;
 - the Clopper–Pearson cap for N trials per world, ε_RDP and ε_PLD of the noise used, ε_LB/ε_PLD and
   test accuracy.
@@ -200,12 +203,22 @@ def audit_cell(
         )  # fmt: skip
         stepwise = _stepwise(bound)
         if cell.threat_model == "E":
-            # Real training: the canary's own updates move the weights it sits on, and the data's
-            # gradients there answer in world D′ only, so the per-step law is not the family's (D′
-            # means up to 2.8 s.e. above q·C, one bound above ε_PLD). Reported, not counted as valid;
-            # E's family bound is the one-threshold one, valid by post-processing.
-            best["epsilon_lower_family"] = best["epsilon_lower_family_threshold"]
+            # Real training: a canary's own updates move the weights it sits on, and where the data's
+            # gradients reach them they answer in world D′ only, so the per-step law is not the
+            # family's (D′ means up to 2.8 s.e. above q·C, bounds above ε_PLD). Over every trial it is
+            # reported, not counted; the valid per-step bound pools only the trials whose canary sits
+            # on inert coordinates, and without any E keeps the one-threshold bound.
             stepwise = {STEPWISE_KEYS.get(k, k): v for k, v in stepwise.items()}
+            inert = attack.get("canary_inert", np.zeros(len(inserted), dtype=bool)).astype(bool)
+            best["inert_trials_per_world"] = float(np.sum(inert & (inserted == 1)))
+            best["epsilon_lower_family"] = best["epsilon_lower_family_threshold"]
+            if np.any(inert & (inserted == 1)) and np.any(inert & (inserted == 0)):
+                exact = stepwise_family_bound(
+                    _step_moments(attack, inert & (inserted == 1)),
+                    _step_moments(attack, inert & (inserted == 0)), observed,
+                    delta=delta, confidence=confidence,
+                )  # fmt: skip
+                stepwise.update(_stepwise(exact))
         best.update(stepwise)
         return best
     out = _bounds_of(_audit(attack["scores"], inserted, delta, confidence, mechanism, seed), selection)
@@ -334,7 +347,7 @@ def bounds(config: InstantiationConfig, audit: Audit, manifest: TrainManifest) -
                 epsilon_lower=m["epsilon_lower_family"],
                 epsilon_lower_estimator=(
                     f"{strongest} {NAMES[strongest]}: subsampled-Gaussian family bound"
-                    f"{' from every step' if strongest == 'F' else ''}, "
+                    f"{' from every step' if strongest == 'F' or m.get('inert_trials_per_world') else ''}, "
                     f"{confidence:.0%} joint (sweep: {m['epsilon_lower_sweep']:.3g})"
                 ),
                 scores={"epsilon_lower_ratio": m["ratio_family"]},

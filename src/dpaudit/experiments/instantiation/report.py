@@ -43,8 +43,9 @@ def section(
             diagonal=True,
             caption=(
                 "Valid lower bounds at the joint level: the assumption-free sweep and the "
-                "subsampled-Gaussian family bound (F: from every step's canary projection; A–E: "
-                "one threshold through the family's trade-off curve); ε_PLD of the noise used and the "
+                "subsampled-Gaussian family bound (F, and E on inert canary coordinates: from every step's "
+                "canary projection; A–D: one threshold through the family's trade-off curve); ε_PLD "
+                "of the noise used and the "
                 "Clopper–Pearson cap of the trial count. The diagonal is the target ε."
             ),
         ),
@@ -85,11 +86,12 @@ def section(
                 f"{ctx['selection']} threshold selection; the naive sweep chooses its threshold on the "
                 "trials it counts and overclaims. C and D choose max, mean or final loss (weighted "
                 "Bonferroni: 10 %, 10 %, 80 % of the error budget) and E chooses 2n (Bonferroni over "
-                "the sizes). F's family LB bounds the subsampled Gaussian's noise and shift from every "
-                "step's canary projection (exact χ² and binomial–normal limits; its one-threshold "
-                "bound is in the metrics as epsilon_lower_family_threshold). E's per-step bound "
-                "(epsilon_lower_family_stepwise) also assumes that the data's gradients vanish on the "
-                "canary coordinates, which training breaks, so it is not counted as valid."
+                "the sizes). F's family LB, and E's over the trials whose canary sits on inert "
+                "coordinates, bound the subsampled Gaussian's noise and shift from every step's canary "
+                "projection (exact χ² and binomial–normal limits; the one-threshold bound is in the "
+                "metrics as epsilon_lower_family_threshold). E's per-step bound over all trials "
+                "(epsilon_lower_family_stepwise) assumes the data's gradients vanish on the canary "
+                "coordinates, which training breaks where they are not inert: not counted as valid."
             ),
         )
     ]

@@ -155,7 +155,9 @@ def train(config: InstantiationConfig, audit: Audit, out_dir: Path) -> TrainMani
                     ]
                 )
                 size_of = np.repeat(sizes, 2 * tp.trials_per_world)
-                view = tm.play_gradient_canary(game, z, inserted, size_of, seed, tp.warmup_steps)
+                view = tm.play_gradient_canary(
+                    game, z, inserted, size_of, seed, tp.warmup_steps, placement=tp.canary_placement
+                )
             else:  # F
                 inserted = balanced_inserted(tp.malicious_trials_per_world, [tp.seed, e_i, t_i])
                 view = tm.play_malicious_dataset(

@@ -57,7 +57,7 @@ from dpaudit.training.dpsgd import (
     privatized_sum_observer,
     train_trials,
 )
-from dpaudit.training.models import Model
+from dpaudit.training.models import Conv2D, Dense, Model
 
 __all__ = [
     "Game",
@@ -459,6 +459,42 @@ def _projection_observer(state: StepState) -> dict[str, tf.Tensor]:
     return {"": tf.reduce_sum(flat * state.trial_data["unit"], axis=1)}
 
 
+def inert_coordinates(model: Model, X: np.ndarray) -> np.ndarray:
+    """Flat parameter coordinates that no record of ``X`` can move or be moved by: the first dense
+    layer's weights from input features that are 0 in every row (∂ℓ/∂W[i, j] = x_i·δ_j = 0, and W[i, :]
+    never reaches the forward pass). ``[P]`` booleans; all False when the first weighted layer is a
+    convolution (its kernel is shared across positions)."""
+    inert = np.zeros(model.num_params, dtype=bool)
+    first = next(layer for layer in model.layers if isinstance(layer, Dense | Conv2D))
+    if isinstance(first, Dense):
+        zero_features = np.all(np.asarray(X).reshape(len(X), -1) == 0, axis=0)
+        inert[: zero_features.size * first.units] = np.repeat(zero_features, first.units)
+    return inert
+
+
+def place_canaries(
+    abs_sum: np.ndarray, sizes: np.ndarray, inert: np.ndarray, placement: str
+) -> tuple[list[np.ndarray], np.ndarray]:
+    """Crafter 4's coordinates per trial: the 2n = ``sizes[t]`` with the smallest summed |update|
+    (``placement="update"``, the paper's rule), or inert coordinates first and then that rule
+    (``"inert"``). Also returns, per trial, whether every chosen coordinate is inert: only then does
+    the data leave the canary's projections alone in both worlds (the per-step family law)."""
+    if placement not in ("inert", "update"):
+        raise ValueError(f"canary_placement must be 'inert' or 'update', got {placement!r}")
+    key = abs_sum
+    if placement == "inert" and inert.any():
+        key = abs_sum + np.where(inert, 0.0, abs_sum.max() + 1.0)
+    coords: list[np.ndarray] = [np.empty(0, np.int64)] * len(sizes)
+    all_inert = np.zeros(len(sizes), dtype=bool)
+    for size in np.unique(sizes):
+        rows = np.flatnonzero(sizes == size)
+        chosen = smallest_update_coordinates(key[rows], int(size))
+        for r, c in zip(rows, chosen, strict=True):
+            coords[r] = c
+            all_inert[r] = bool(inert[c].all())
+    return coords, all_inert
+
+
 def play_gradient_canary(
     game: Game,
     z: float,
@@ -466,10 +502,11 @@ def play_gradient_canary(
     sizes: np.ndarray,
     seed: int,
     warmup: int,
+    placement: str = "inert",
 ) -> dict[str, np.ndarray]:
     """Threat model E (§IV-E): t_o warm-up steps (one trainer call per step, summing |θ_{k+1} − θ_k|),
-    Crafter 4 per trial with 2n = ``sizes[t]``, then T − t_o steps with the canary in world D′
-    (probability q per step) and the projection ⟨g̃_t, u⟩ observed at every one of them."""
+    Crafter 4 per trial with 2n = ``sizes[t]`` (:func:`place_canaries`), then T − t_o steps with the
+    canary in world D′ (probability q per step) and the projection ⟨g̃_t, u⟩ observed at every one."""
     model = game.model
     T = len(inserted)
     mask = np.ones((T, len(game.X_d)), dtype=bool)
@@ -483,12 +520,10 @@ def play_gradient_canary(
         )  # fmt: skip
         abs_sum += np.abs(_flat(result.params) - _flat(params))
         params = result.params
+    coords, all_inert = place_canaries(abs_sum, sizes, inert_coordinates(model, game.X_d), placement)
     canary = np.zeros((T, model.num_params), dtype=np.float32)
-    for size in np.unique(sizes):
-        rows = np.flatnonzero(sizes == size)
-        coords = smallest_update_coordinates(abs_sum[rows], int(size))
-        for r, c in zip(rows, coords, strict=True):
-            canary[r] = canary_gradient(model.num_params, c, game.clip_norm)
+    for r, c in enumerate(coords):
+        canary[r] = canary_gradient(model.num_params, c, game.clip_norm)
     injected = InjectedGradient(
         grads=_split_flat(model, canary),
         weights=np.ones(T, np.float32),
@@ -512,6 +547,7 @@ def play_gradient_canary(
     return {
         "inserted": inserted,
         "canary_size": sizes,
+        "canary_inert": all_inert,
         "dots": result.records["dot"].astype(np.float64),
         "test_accuracy": test_accuracy(model, result.params, game.X_eval, game.y_eval),
     }
