@@ -13,11 +13,11 @@ Split by the stage that reads it:
   Fig. 9 analogue.
 
 Choices the paper leaves open (``../shared/specs/instantiation.md``): n = 16 shadow models, T_c = 30
-normalised gradient-ascent steps of size 0.1 (in units of the feature range), 2n ∈ {2, 20, 200}, t_o =
+normalised gradient-ascent steps of size 0.1 (in units of the feature range), 2n ∈ {2, 20, 80}, t_o =
 max(1, ⌈0.1·T⌉), a malicious dataset of 100 random inputs. Beyond the paper: E's canary goes first to
 inert coordinates (first-layer weights of features that are 0 in all of D), where the data cannot
 answer it and its per-step law is exactly the mechanism family's (``canary_placement: update`` is the
-paper's smallest-update rule).
+paper's smallest-update rule). The spec's 2n = 200 exceeds digits' 96 inert weights; 80 fits.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ class TrainParams:
     adaptive_start: str = "query"  # D: Crafter 3's x starts at the query x_q ("query") or at 0 ("zero")
     adaptive_step_size: float = 1.0
     virtual_learning_rate: float | None = None  # D: the virtual step's rate (None: the real one, η/(q|D|))
-    canary_sizes: tuple[int, ...] = (2, 20, 200)  # E/F: 2n
+    canary_sizes: tuple[int, ...] = (2, 20, 80)  # E: 2n (80 fits digits' 96 inert weights)
     canary_placement: Literal["inert", "update"] = "inert"  # E: inert coordinates first, or Crafter 4's
     warmup_fraction: float = 0.1  # t_o = max(1, ceil(warmup_fraction * T))
     malicious_size: int = 100  # F: |D| of Crafter 5's random dataset
