@@ -48,7 +48,8 @@ def test_an_audit_specific_train_size_resizes_d_from_the_pool_and_keeps_them_dis
     from dpaudit.experiments.instantiation.train import MIN_POOL_ROWS, resize_train_set
 
     train, pool = np.arange(0, 100), np.arange(100, 1300)
-    assert resize_train_set(train, pool, None, [0, 4], "k") == (train, pool)
+    same_d, same_pool = resize_train_set(train, pool, None, [0, 4], "k")
+    assert same_d is train and same_pool is pool
     grown_d, grown_pool = resize_train_set(train, pool, 500, [0, 4], "k")
     assert len(grown_d) == 500 and np.array_equal(grown_d[:100], train)
     assert len(grown_pool) == 800 and not set(grown_d) & set(grown_pool)
@@ -376,6 +377,14 @@ def test_canaries_go_to_inert_coordinates_first_where_the_data_cannot_answer() -
 
     cnn = build_model("mnist", (28, 28, 1), 10, (4, 4, 4))
     assert not inert_coordinates(cnn, np.zeros((3, 28, 28, 1), np.float32)).any()
+    from dpaudit.training.models import Dense, Flatten, MaxPool, Model
+
+    images = np.zeros((3, 4, 4, 1), np.float32)
+    images[:, 0, 0, 0] = 1.0  # 15 of 16 pixels are 0 everywhere
+    flat = Model("flat", (4, 4, 1), 2, [Flatten(), Dense(2, "linear")])
+    assert inert_coordinates(flat, images).sum() == 15 * 2
+    pooled = Model("pooled", (4, 4, 1), 2, [MaxPool(2), Flatten(), Dense(2, "linear")])
+    assert not inert_coordinates(pooled, images).any()  # pooled cells mix zero and non-zero pixels
 
 
 def test_gradient_canary_cell_pools_every_size_into_the_per_step_family_bound() -> None:

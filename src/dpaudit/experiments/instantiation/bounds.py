@@ -139,13 +139,6 @@ def _step_moments(attack: dict[str, np.ndarray], rows: np.ndarray) -> StepMoment
     )
 
 
-#: E's per-step results, renamed: they assume no data gradient on the canary coordinates (F's case).
-STEPWISE_KEYS = {
-    "epsilon_lower_family": "epsilon_lower_family_stepwise",
-    "epsilon_estimate_family": "epsilon_estimate_family_stepwise",
-}
-
-
 def _stepwise(bound: StepwiseBound) -> dict[str, float]:
     return {
         "epsilon_lower_family": bound.epsilon,
@@ -197,29 +190,29 @@ def audit_cell(
         best["counted_per_world"] = float(np.sum(rows & (inserted == 1)))
         # Every size's projections follow the same family (unit canary direction, noise σ, shift C),
         # so the per-step bound pools them all, decided before the data: no choice to pay for.
-        bound = stepwise_family_bound(
-            _step_moments(attack, inserted == 1), _step_moments(attack, inserted == 0), observed,
-            delta=delta, confidence=confidence,
-        )  # fmt: skip
-        stepwise = _stepwise(bound)
-        if cell.threat_model == "E":
-            # Real training: a canary's own updates move the weights it sits on, and where the data's
-            # gradients reach them they answer in world D′ only, so the per-step law is not the
-            # family's (D′ means up to 2.8 s.e. above q·C, bounds above ε_PLD). Over every trial it is
-            # reported, not counted; the valid per-step bound pools only the trials whose canary sits
-            # on inert coordinates, and without any E keeps the one-threshold bound.
-            stepwise = {STEPWISE_KEYS.get(k, k): v for k, v in stepwise.items()}
-            inert = attack.get("canary_inert", np.zeros(len(inserted), dtype=bool)).astype(bool)
-            best["inert_trials_per_world"] = float(np.sum(inert & (inserted == 1)))
-            best["epsilon_lower_family"] = best["epsilon_lower_family_threshold"]
-            if np.any(inert & (inserted == 1)) and np.any(inert & (inserted == 0)):
-                exact = stepwise_family_bound(
-                    _step_moments(attack, inert & (inserted == 1)),
-                    _step_moments(attack, inert & (inserted == 0)), observed,
-                    delta=delta, confidence=confidence,
-                )  # fmt: skip
-                stepwise.update(_stepwise(exact))
-        best.update(stepwise)
+        def per_step(rows: np.ndarray) -> dict[str, float]:
+            return _stepwise(stepwise_family_bound(
+                _step_moments(attack, rows & (inserted == 1)), _step_moments(attack, rows & (inserted == 0)),
+                observed, delta=delta, confidence=confidence,
+            ))  # fmt: skip
+
+        every_trial = per_step(np.ones(len(inserted), dtype=bool))
+        if cell.threat_model == "F":
+            best.update(every_trial)
+            return best
+        # E trains: a canary's own updates move the weights it sits on, and where the data's gradients
+        # reach them they answer in world D′ only, so the per-step law is not the family's (D′ means up
+        # to 2.8 s.e. above q·C, bounds above ε_PLD). Over every trial it is reported, not counted; the
+        # valid per-step bound pools the trials whose canary sits on inert coordinates, and without
+        # any E keeps the one-threshold bound.
+        best["epsilon_lower_family_stepwise"] = every_trial.pop("epsilon_lower_family")
+        best["epsilon_estimate_family_stepwise"] = every_trial.pop("epsilon_estimate_family")
+        best.update(every_trial)
+        best["epsilon_lower_family"] = best["epsilon_lower_family_threshold"]
+        inert = attack.get("canary_inert", np.zeros(len(inserted), dtype=bool)).astype(bool)
+        best["inert_trials_per_world"] = float(np.sum(inert & (inserted == 1)))
+        if np.any(inert & (inserted == 1)) and np.any(inert & (inserted == 0)):
+            best.update(per_step(inert))
         return best
     out = _bounds_of(_audit(attack["scores"], inserted, delta, confidence, mechanism, seed), selection)
     out["counted_per_world"] = float(np.sum(inserted == 1))

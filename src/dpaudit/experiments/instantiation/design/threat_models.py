@@ -57,7 +57,7 @@ from dpaudit.training.dpsgd import (
     privatized_sum_observer,
     train_trials,
 )
-from dpaudit.training.models import Conv2D, Dense, Model
+from dpaudit.training.models import Conv2D, Dense, Flatten, Model
 
 __all__ = [
     "Game",
@@ -462,11 +462,12 @@ def _projection_observer(state: StepState) -> dict[str, tf.Tensor]:
 def inert_coordinates(model: Model, X: np.ndarray) -> np.ndarray:
     """Flat parameter coordinates that no record of ``X`` can move or be moved by: the first dense
     layer's weights from input features that are 0 in every row (∂ℓ/∂W[i, j] = x_i·δ_j = 0, and W[i, :]
-    never reaches the forward pass). ``[P]`` booleans; all False when the first weighted layer is a
-    convolution (its kernel is shared across positions)."""
+    never reaches the forward pass). ``[P]`` booleans; all False unless the first weighted layer is dense
+    and sees the raw features (a convolution shares its kernel across positions; pooling mixes them)."""
     inert = np.zeros(model.num_params, dtype=bool)
-    first = next(layer for layer in model.layers if isinstance(layer, Dense | Conv2D))
-    if isinstance(first, Dense):
+    at = next(i for i, layer in enumerate(model.layers) if isinstance(layer, Dense | Conv2D))
+    first = model.layers[at]
+    if isinstance(first, Dense) and all(isinstance(layer, Flatten) for layer in model.layers[:at]):
         zero_features = np.all(np.asarray(X).reshape(len(X), -1) == 0, axis=0)
         inert[: zero_features.size * first.units] = np.repeat(zero_features, first.units)
     return inert
