@@ -155,7 +155,7 @@ def run_profile(params: dict, root: Path, datasets: list[str]) -> dict[str, dict
             t0 = time.perf_counter()
             run(params, audit, root=root)
             stage_seconds[run.__name__] = round(time.perf_counter() - t0, 1)
-        metrics = json.loads((root / "metrics" / f"{audit}.json").read_text())
+        metrics = json.loads((root / "results" / f"{audit}.json").read_text())
         all_metrics[audit] = metrics
         report[audit] = {
             "seconds": round(time.perf_counter() - started, 1),

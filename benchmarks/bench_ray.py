@@ -1,4 +1,4 @@
-"""Ray sharding overhead (issue 16): one adult identifiability setting, single process vs Ray.
+"""Ray sharding overhead: one adult identifiability setting, single process vs Ray.
 
 The workload is the DI audit's training: adult MLP 104-6-6-2, |D| = 1000, 30 full-batch steps,
 bounded neighbours with local-sensitivity noise and the DI observer (as in
@@ -13,6 +13,17 @@ Both sides start cold (each process traces the compiled step once). The per-shar
 estimated from two shard counts S₁ < S₂ on W workers: h ≈ W·(t(S₂) − t(S₁)) / (S₂ − S₁).
 
     python benchmarks/bench_ray.py [--trials 10000] [--shards 2,8] [--out results.json]
+
+``--stage AUDIT`` instead times the whole train stage as a user runs it, ``python stages/train.py
+AUDIT`` from process start to exit (TensorFlow import, Ray start-up and shut-down included), with
+the params of ``--workspace`` and ``runner.kind`` set to ``local`` and then ``ray`` (the other runner
+keys at their defaults: one shard per CPU), alternating ``--repeats`` times, and checks that both
+runners wrote identical arrays. The workspace must hold the stage's inputs (``data/check``,
+``data/prepared``, ``data/sensitivity``: ``dvc repro sensitivity@<dataset>`` there); each run gets
+a scratch copy whose ``data/train`` is its own. The load average is recorded before and after
+every run, since on a shared machine other jobs move the wall times.
+
+    python benchmarks/bench_ray.py --stage digits-identifiability [--workspace .] [--repeats 2]
 """
 
 from __future__ import annotations
@@ -22,6 +33,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -72,15 +84,88 @@ def single_child(trials: int) -> None:
     print(json.dumps({"seconds": seconds, "checksum": checksum}))
 
 
+STAGE_INPUTS = ("data/check", "data/prepared", "data/sensitivity", "data/vendor", "stages", "models")
+
+
+def stage_workspace(source: Path, scratch: Path, kind: str) -> Path:
+    """A scratch workspace for one run: ``source``'s inputs linked, its params with ``runner.kind``."""
+    import yaml
+
+    scratch.mkdir(parents=True)
+    for rel in STAGE_INPUTS:
+        if (source / rel).exists():
+            (scratch / rel).parent.mkdir(parents=True, exist_ok=True)
+            (scratch / rel).symlink_to((source / rel).resolve())
+    params = yaml.safe_load((source / "params.yaml").read_text())
+    params["runner"] = {"kind": kind}
+    (scratch / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    return scratch
+
+
+def train_arrays(workspace: Path) -> dict[str, np.ndarray]:
+    """Every array of every ``.npz`` the train stage wrote under ``data/train``."""
+    arrays = {}
+    for path in sorted((workspace / "data" / "train").rglob("*.npz")):
+        with np.load(path) as npz:
+            arrays.update({f"{path.relative_to(workspace)}:{k}": npz[k] for k in npz.files})
+    return arrays
+
+
+def time_stage(audit: str, source: Path, repeats: int) -> dict:
+    """Wall time of ``stages/train.py AUDIT`` with the local and the Ray runner, alternating."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "DPAUDIT_PROGRESS": "0"}
+    env.pop("RAY_ADDRESS", None)
+    runs: list[dict] = []
+    outputs: dict[str, dict[str, np.ndarray]] = {}
+    with tempfile.TemporaryDirectory(prefix="bench_ray_stage_") as tmp:
+        for rep in range(repeats):
+            for kind in ("local", "ray"):
+                ws = stage_workspace(source, Path(tmp) / f"{kind}-{rep}", kind)
+                load_before = os.getloadavg()
+                t0 = time.perf_counter()
+                done = subprocess.run([sys.executable, "stages/train.py", audit], cwd=ws, env=env,
+                                      capture_output=True, text=True)  # fmt: skip
+                seconds = time.perf_counter() - t0
+                if done.returncode != 0:
+                    sys.exit(f"train@{audit} with runner {kind} failed (exit status {done.returncode}):"
+                             f"\n{done.stderr[-3000:]}")  # fmt: skip
+                load_after = os.getloadavg()
+                runs.append({"runner": kind, "seconds": seconds, "load_average_before": load_before,
+                             "load_average_after": load_after})  # fmt: skip
+                print(f"train@{audit}, runner {kind}: {seconds:.1f} s "
+                      f"(load average {load_before[0]:.1f} → {load_after[0]:.1f})", flush=True)  # fmt: skip
+                outputs.setdefault(kind, train_arrays(ws))
+    best = {k: min(r["seconds"] for r in runs if r["runner"] == k) for k in ("local", "ray")}
+    local, ray = outputs["local"], outputs["ray"]
+    identical = local.keys() == ray.keys() and all(np.array_equal(local[k], ray[k]) for k in local)
+    return {
+        "stage": f"train@{audit}",
+        "cpus": os.cpu_count(),
+        "runs": runs,
+        "best_seconds": best,
+        "ray_over_local": best["ray"] / best["local"],
+        "identical_outputs": bool(local) and identical,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=10_000)
     parser.add_argument("--shards", default="2,8", help="shard counts to time, comma-separated")
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--stage", metavar="AUDIT", help="time train@AUDIT, local vs Ray runner")
+    parser.add_argument("--workspace", type=Path, default=ROOT, help="where the stage's inputs are")
+    parser.add_argument("--repeats", type=int, default=1, help="runs per runner with --stage")
     parser.add_argument("--single-child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.single_child:
         single_child(args.trials)
+        return
+    if args.stage:
+        summary = time_stage(args.stage, args.workspace.resolve(), args.repeats)
+        print(json.dumps(summary, indent=2))
+        if args.out:
+            args.out.write_text(json.dumps(summary, indent=2))
         return
 
     env = {**os.environ, "TF_NUM_INTRAOP_THREADS": "2", "PYTHONPATH": str(ROOT / "src")}

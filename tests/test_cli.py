@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from dpaudit import cli
-from dpaudit.bounds.epsilon_star import epsilon_star_empirical, epsilon_star_parametric
+from dpaudit.bounds.epsilon_star import epsilon_star_empirical, epsilon_star_null, epsilon_star_parametric
 
 
 def run_json(capsys, *argv: str) -> dict:
@@ -164,6 +164,20 @@ def test_epsilon_star(capsys, loss_files):
     assert empirical["epsilon_star"] == pytest.approx(
         epsilon_star_empirical(members, nonmembers, 0.001).epsilon_star
     )
+    # Every Epsilon* comes with its null level at the same n (label permutations of the same losses).
+    null = epsilon_star_null(members, nonmembers, 0.001, "empirical", permutations=100, seed=0)
+    assert empirical["null_mean"] == pytest.approx(null.mean())
+    assert empirical["null_high"] == pytest.approx(np.sort(null)[95])  # the 96th of 100: ⌈0.95 · 101⌉
+    assert empirical["above_null"] == (empirical["epsilon_star"] > empirical["null_high"])
+    assert empirical["null_permutations"] == 100
+
+
+def test_epsilon_star_text_shows_the_null_level(capsys, loss_files):
+    path, _, _ = loss_files
+    argv = ["epsilon-star", "--members", str(path / "m.npy"), "--non-members", str(path / "n.csv")]
+    assert cli.main([*argv, "--permutations", "20"]) == 0  # ≥ 19 for the 95th percentile
+    out = capsys.readouterr().out
+    assert "null level at this n" in out and "20 label permutations" in out and "not a bound" in out
 
 
 @pytest.mark.parametrize(
@@ -290,6 +304,7 @@ def test_commands_are_registered_in_one_place():
         "eps-lower",
         "epsilon-star",
         "scores",
+        "one-run",
     ]
     with pytest.raises(ValueError, match="already registered"):
         cli.register(cli.COMMANDS["accountant"])
@@ -367,11 +382,12 @@ def test_scores(capsys, score_files):
         assert result["lower_bounds"][name]["epsilon"] == pytest.approx(bound.epsilon)
         assert result["lower_bounds"][name]["valid"] is bound.valid
     assert result["lower_bounds"]["sweep_naive"]["valid"] is False
-    assert result["metrics"]["epsilon_lower_gdp_joint95"] == pytest.approx(
-        expected.lower_bounds["gdp"].epsilon
-    )
+    assert result["lower_bounds"]["gdp"]["counted"] is False
+    assert result["metrics"]["epsilon_lower_gdp"] == pytest.approx(expected.lower_bounds["gdp"].epsilon)
     assert all(isinstance(v, float) and math.isfinite(v) for v in result["metrics"].values())
-    assert "gdp assumes" in result["applicable_bounds"]
+    head = result["headline"]
+    assert head["confidence"] == 0.95 and head["counted"] == ["sweep_bonferroni", "sweep_split"]
+    assert head["epsilon_lower"] == pytest.approx(expected.headline.epsilon)
     sub = run_json(
         capsys,
         "scores",
@@ -383,23 +399,54 @@ def test_scores(capsys, score_files):
         "1e-3",
         "--confidence",
         "0.9",
-        "--mechanism",
+        "--assume",
         "subsampled",
         "--q",
         "1",
         "--steps",
         "4",
     )
-    # q = 1: the family is the Gaussian mechanism, so its bound equals the GDP bound.
-    assert sub["lower_bounds"]["subsampled_gaussian"]["epsilon"] == pytest.approx(
-        sub["lower_bounds"]["gdp"]["epsilon"], rel=1e-6
-    )
-    assert sub["lower_bounds"]["gdp"]["confidence"] == 0.9
+    # q = 1: the family is the Gaussian mechanism, so at equal levels its bound equals the GDP bound.
+    family = sub["lower_bounds"]["subsampled_gaussian"]
+    assert family["counted"] is True and family["confidence"] == pytest.approx(1 - 0.1 / 3)
+    assert sub["lower_bounds"]["gdp"]["confidence"] == 0.9 and sub["headline"]["confidence"] == 0.9
+    same_level = audit_scores(in_scores, out_scores, delta=1e-3, confidence=1 - 0.1 / 3)
+    assert family["epsilon"] == pytest.approx(same_level.lower_bounds["gdp"].epsilon, rel=1e-6)
     assert (
         cli.main(["scores", "--in", str(path / "in.npy"), "--out", str(path / "out.npy"), "--delta", "0"])
         == 0
     )
-    assert "lower_bounds.sweep_split.epsilon:" in capsys.readouterr().out
+    text = capsys.readouterr().out.splitlines()
+    assert text[0].startswith("PROVEN: ε ≥") and "95 % confidence" in text[0]
+    assert len(text) <= 25 and not any("warning" in line for line in text)
+    assert any(line.split()[0] == "gdp" and "NOT counted" in line for line in text if line.strip())
+
+
+def test_scores_on_losses_warn_about_the_sign(capsys, score_files):
+    path, in_scores, out_scores = score_files
+    np.save(path / "member_losses.npy", -in_scores)
+    np.save(path / "nonmember_losses.npy", -out_scores)
+    args = ["scores", "--in", str(path / "member_losses.npy"), "--out", str(path / "nonmember_losses.npy")]
+    assert cli.main([*args, "--delta", "1e-3"]) == 0
+    text = capsys.readouterr().out.splitlines()
+    assert text[0].startswith("NOTHING PROVEN") and "--lower-is-member" in text[1]
+    flipped = run_json(capsys, *args, "--delta", "1e-3", "--lower-is-member")
+    plain = run_json(capsys, "scores", "--in", str(path / "in.npy"), "--out", str(path / "out.npy"),
+                     "--delta", "1e-3")  # fmt: skip
+    assert flipped["warnings"] == [] and flipped["headline"] == plain["headline"]
+
+
+def test_scores_randomised_response_never_headlines_the_gaussian_fit(capsys, tmp_path):
+    # Scores of randomised response at exactly ε = 1: GDP reads ∞ at δ = 0, the headline must not.
+    rng = np.random.default_rng(5)
+    p = math.e / (1 + math.e)
+    np.save(tmp_path / "in.npy", (rng.random(1000) < p).astype(float))
+    np.save(tmp_path / "out.npy", (rng.random(1000) >= p).astype(float))
+    result = run_json(capsys, "scores", "--in", str(tmp_path / "in.npy"), "--out", str(tmp_path / "out.npy"),
+                      "--delta", "0")  # fmt: skip
+    assert result["lower_bounds"]["gdp"]["epsilon"] is None  # ∞, not counted
+    assert 0.0 < result["headline"]["epsilon_lower"] <= 1.0
+    assert result["headline"]["estimator"].startswith("sweep_")
 
 
 def test_bad_score_files(capsys, tmp_path, score_files):
@@ -427,11 +474,14 @@ def test_bad_score_files(capsys, tmp_path, score_files):
         )
         assert "argument --in:" in err and name in err and message in err, err
     err = run_error(
-        capsys, "scores", "--in", good, "--out", good, "--delta", "1e-3", "--mechanism", "subsampled"
+        capsys, "scores", "--in", good, "--out", good, "--delta", "1e-3", "--assume", "subsampled"
     )
     assert "argument --q" in err
     err = run_error(capsys, "scores", "--in", good, "--out", good, "--delta", "1e-3", "--q", "0.1")
-    assert "argument --mechanism" in err
+    assert "argument --assume" in err
+    err = run_error(capsys, "scores", "--in", good, "--out", good, "--delta", "1e-3", "--higher-is-member",
+                    "--lower-is-member")  # fmt: skip
+    assert "not allowed with" in err
 
 
 def test_issue_11_inputs_exit_2_naming_the_input(capsys, tmp_path, loss_files):

@@ -96,7 +96,7 @@ def test_audit_lookup_validates_entries():
     }
     audit = audit_from_params(params, "adult-identifiability")
     assert str(audit.train_dir) == "data/train/adult/identifiability"
-    assert str(audit.metrics_path) == "metrics/adult-identifiability.json"
+    assert str(audit.results_path) == "results/adult-identifiability.json"
     with pytest.raises(ParamsError, match="'audits.adult-typo.experiment' = 'identifyability'"):
         audit_from_params(params, "adult-typo")
     with pytest.raises(ParamsError, match=r"'audits.digits-membership.dataset' = 'digits'.*data.datasets"):

@@ -30,7 +30,7 @@ def _placeholders(work: Path) -> None:
     """Placeholder outputs of the stages after ``sensitivity@digits`` (replaced by every experiment)."""
     ds, exp = AUDIT.split("-", 1)
     files = [f"data/train/{ds}/{exp}/x", f"data/losses/{ds}/{exp}.npz", f"data/attacks/{ds}/{exp}/x",
-             f"data/bounds/{AUDIT}/x", f"plots/{AUDIT}/x", f"metrics/{AUDIT}.json",
+             f"data/bounds/{AUDIT}/x", f"plots/{AUDIT}/x", f"results/{AUDIT}.json",
              "reports/index.html", "metrics/summary.json"]  # fmt: skip
     for name in files:
         path = work / name

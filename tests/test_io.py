@@ -134,7 +134,7 @@ def test_git_and_dvc_ignore_every_temporary_and_run_byproduct_but_not_outputs(tm
     shutil.copyfile(REPO / ".dvcignore", repo / ".dvcignore")
     dead = _dead_pid()
     made: list[Path] = []
-    files = ("metrics/adult-identifiability.json", "reports/index.html", "data/losses/digits/membership.npz")
+    files = ("results/adult-identifiability.json", "reports/index.html", "data/losses/digits/membership.npz")
     for dest in files:
         with atomic_path(repo / dest) as tmp:
             made.append(tmp)
@@ -156,7 +156,7 @@ def test_git_and_dvc_ignore_every_temporary_and_run_byproduct_but_not_outputs(tm
     ]
     kept = [
         "metrics/summary.json",
-        "metrics/adult-identifiability.json",  # published by the writer above, like the plot below
+        "results/adult-identifiability.json",  # published by the writer above, like the plot below
         "plots/digits-identifiability/part.bin",
         "dvc.lock",
     ]

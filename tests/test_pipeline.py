@@ -23,6 +23,7 @@ COPIED = [
     "stages",
     "src",
     "data/vendor",
+    "models",
 ]
 
 

@@ -38,6 +38,7 @@ class Command:
     help: str
     configure: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace], dict[str, Any]]
+    text: Callable[[dict[str, Any]], list[str]] | None = None  # default: ``key: value`` lines
 
 
 # ----------------------------------------------------------------------------------- argument types
@@ -304,6 +305,8 @@ def load_losses(
             values = _load_table(file, suffix, argument, column, default_column)
         else:
             raise CliError(argument, f"{path}: unsupported file type {suffix!r} (use .npy, .csv or .parquet)")
+        if np.iscomplexobj(values):  # float64 conversion would silently drop the imaginary parts
+            raise CliError(argument, f"{path} holds complex numbers ({values.dtype}); scores must be real")
         values = np.asarray(values, dtype=np.float64)
     except CliError:
         raise
@@ -366,18 +369,31 @@ def _configure_epsilon_star(parser: argparse.ArgumentParser) -> None:
         default="parametric",
         help="parametric (App. B, default) or empirical CDFs (Eq. 7)",
     )
+    parser.add_argument(
+        "--permutations",
+        type=positive_int,
+        default=100,
+        help="label permutations of the pooled losses behind the null level (default 100)",
+    )
+    parser.add_argument(
+        "--seed", type=non_negative_int, default=0, help="seed of the permutations (default 0)"
+    )
 
 
 def _run_epsilon_star(args: argparse.Namespace) -> dict[str, Any]:
-    from dpaudit.bounds.epsilon_star import epsilon_star_empirical, epsilon_star_parametric
+    """Epsilon* beside its null level at the same n: what identical member and non-member
+    distributions give, from ``--permutations`` label permutations of the same pooled losses."""
+    from dpaudit.bounds.epsilon_star import epsilon_star_with_null
 
     members = load_losses(args.members, "--members")
     nonmembers = load_losses(args.non_members, "--non-members")
     if args.delta is not None and args.delta >= 0.5:
         raise CliError("--delta", f"{args.delta} is outside (0, 0.5)")
-    estimator = epsilon_star_parametric if args.method == "parametric" else epsilon_star_empirical
     try:
-        result = estimator(members, nonmembers, args.delta)
+        result = epsilon_star_with_null(
+            members, nonmembers, args.delta, method=args.method, permutations=args.permutations,
+            n_bootstrap=0, seed=args.seed,
+        )
     except ValueError as exc:
         # e.g. 2 members: the default δ = 1/(n ln n) is 0.72, outside (0, 0.5).
         if args.delta is None and "members" in str(exc):
@@ -393,7 +409,26 @@ def _run_epsilon_star(args: argparse.Namespace) -> dict[str, Any]:
         "fnr": result.fnr,
         "n_members": result.n_members,
         "n_nonmembers": result.n_nonmembers,
+        "null_mean": result.null_mean,
+        "null_high": result.null_high,
+        "null_pvalue": result.null_pvalue,
+        "above_null": result.above_null,
+        "null_permutations": result.null_permutations,
     }
+
+
+def _epsilon_star_text(result: dict[str, Any]) -> list[str]:
+    """Epsilon* with its null level on the same line: a value at or below it is what identical
+    member and non-member distributions give at this n."""
+    verdict = "above" if result["above_null"] else "NOT above"
+    return [
+        f"Epsilon* ({result['method']}, δ = {result['delta']:.3g}): {result['epsilon_star']:.3g}",
+        f"  null level at this n (identical distributions, {result['null_permutations']} label "
+        f"permutations): mean {result['null_mean']:.3g}, 95th percentile {result['null_high']:.3g}",
+        f"  {verdict} the null level (permutation p = {result['null_pvalue']:.3g}); an estimate for this "
+        "model, not a bound",
+        "--json prints every number",
+    ]
 
 
 def _configure_scores(parser: argparse.ArgumentParser) -> None:
@@ -401,23 +436,52 @@ def _configure_scores(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", dest="out_path", required=True, help="scores of 'out' trials (D′)")
     parser.add_argument("--delta", type=unit_from_zero, required=True, help="δ in [0, 1); 0 = pure DP")
     parser.add_argument(
-        "--confidence", type=open_unit, default=0.95, help="joint confidence of every bound (default 0.95)"
+        "--confidence",
+        type=open_unit,
+        default=0.95,
+        help="level of the headline bound, joint over every bound it maximises (default 0.95)",
     )
     parser.add_argument(
         "--column", default=None, help="column to read from .csv/.parquet files with several columns"
     )
+    sign = parser.add_mutually_exclusive_group()
+    sign.add_argument(
+        "--higher-is-member",
+        dest="sign",
+        action="store_const",
+        const="higher",
+        help="a higher score means 'in' (member, world D): attack scores, confidences, negated losses",
+    )
+    sign.add_argument(
+        "--lower-is-member",
+        dest="sign",
+        action="store_const",
+        const="lower",
+        help="a lower score means 'in': losses (the scores are negated before the audit)",
+    )
     parser.add_argument(
-        "--mechanism",
-        choices=["gaussian", "subsampled"],
+        "--assume",
+        choices=list(SCORE_ASSUMPTIONS),
         default=None,
-        help="mechanism family to assume besides the assumption-free sweeps: 'gaussian' (full batch: "
-        "the GDP bound is valid) or 'subsampled' (Poisson-subsampled Gaussian with --q and --steps)",
+        help="mechanism family you GUARANTEE produced the scores: 'gaussian' (full-batch Gaussian "
+        "mechanism: the GDP bound counts) or 'subsampled' (Poisson-subsampled Gaussian with --q and "
+        "--steps). Default: none; only the assumption-free threshold sweeps count",
     )
-    parser.add_argument(
-        "--q", type=half_open_unit, default=None, help="sampling rate for --mechanism subsampled"
-    )
-    parser.add_argument("--steps", type=positive_int, default=None, help="steps T for --mechanism subsampled")
+    legacy = {"dest": "assume", "choices": ["gaussian", "subsampled"], "help": argparse.SUPPRESS}
+    parser.add_argument("--mechanism", **legacy)  # the earlier name of --assume
+    parser.add_argument("--q", type=half_open_unit, default=None, help="sampling rate, --assume subsampled")
+    parser.add_argument("--steps", type=positive_int, default=None, help="steps T for --assume subsampled")
     parser.add_argument("--seed", type=non_negative_int, default=0, help="seed of the threshold splits")
+
+
+#: What each ``--assume`` value lets the headline count, besides the assumption-free sweeps.
+SCORE_ASSUMPTIONS = {
+    "none": "only the assumption-free threshold sweeps",
+    "gaussian": "the sweeps and the GDP bound (you guarantee a full-batch Gaussian mechanism)",
+    "subsampled": "the sweeps and the subsampled-Gaussian family bound (you guarantee q and T)",
+}
+#: Inputs at least this large show the auditor's progress bar.
+SCORES_PROGRESS_FROM = 20_000
 
 
 def _run_scores(args: argparse.Namespace) -> dict[str, Any]:
@@ -425,35 +489,45 @@ def _run_scores(args: argparse.Namespace) -> dict[str, Any]:
     from dpaudit.bounds.auditor import audit_scores
     from dpaudit.bounds.tradeoff import SubsampledGaussian
 
+    assume = args.assume or "none"
     mechanism = None
-    if args.mechanism == "subsampled":
+    if assume == "subsampled":
         for flag, value in (("--q", args.q), ("--steps", args.steps)):
             if value is None:
-                raise CliError(flag, "is required with --mechanism subsampled")
+                raise CliError(flag, "is required with --assume subsampled")
         if args.steps > PLD_MAX_STEPS:
             raise CliError("--steps", f"{args.steps} exceeds the PLD limit of {PLD_MAX_STEPS} steps")
         mechanism = SubsampledGaussian(args.q, args.steps)
     elif args.q is not None or args.steps is not None:
-        raise CliError("--mechanism", "--q and --steps need --mechanism subsampled")
+        raise CliError("--assume", "--q and --steps need --assume subsampled")
     in_scores = load_losses(args.in_path, "--in", args.column, default_column="score")
     out_scores = load_losses(args.out_path, "--out", args.column, default_column="score")
+    if args.sign == "lower":
+        in_scores, out_scores = -in_scores, -out_scores
     audit = audit_scores(
         in_scores,
         out_scores,
         delta=args.delta,
         confidence=args.confidence,
         mechanism=mechanism,
+        assume_gaussian=assume == "gaussian",
         seed=args.seed,
+        show_progress=in_scores.size + out_scores.size >= SCORES_PROGRESS_FROM,
     )
-    valid_for = {
-        None: "sweep_split, sweep_bonferroni (gdp assumes a full-batch Gaussian mechanism)",
-        "gaussian": "sweep_split, sweep_bonferroni, gdp",
-        "subsampled": "sweep_split, sweep_bonferroni, subsampled_gaussian (not gdp)",
-    }[args.mechanism]
+    warnings = []
+    if audit.auroc[0] < 0.5:
+        hint = (
+            "if these are losses, pass --lower-is-member"
+            if args.sign is None
+            else "check the sign flag: the attack ranks 'out' above 'in'"
+        )
+        warnings.append(f"AUROC {audit.auroc[0]:.3g} < 0.5: 'in' trials score LOWER than 'out' ones; {hint}")
+    head = audit.headline
     bounds = {
         name: {
             "epsilon": bound.epsilon,
             "valid": bound.valid,
+            "counted": bound.counted,
             "confidence": bound.confidence,
             "assumption": bound.assumption,
             **dict(bound.details),
@@ -461,12 +535,162 @@ def _run_scores(args: argparse.Namespace) -> dict[str, Any]:
         for name, bound in audit.lower_bounds.items()
     }
     return {
+        "headline": {
+            "epsilon_lower": head.epsilon,
+            "estimator": head.estimator,
+            "assumption": head.assumption,
+            "confidence": head.confidence,
+            "delta": audit.delta,
+            "counted": sorted(audit.counted_bounds()),
+        },
+        "assume": assume,
+        "sign": args.sign or "higher (default)",
+        "warnings": warnings,
         "lower_bounds": bounds,
-        "applicable_bounds": valid_for,
         "metrics": audit.metrics(),
         "in": args.in_path,
         "out": args.out_path,
     }
+
+
+def _epsilon_text(value: float) -> str:
+    return "∞" if value >= 1e308 or not math.isfinite(value) else f"{value:.3g}"
+
+
+def _scores_text(result: dict[str, Any]) -> list[str]:
+    """One screen: the verdict, the headline, every bound with its status, the attack's strength."""
+    head, m = result["headline"], result["metrics"]
+    level = f"{100 * head['confidence']:g} %"
+    if head["epsilon_lower"] > 0:
+        assumes = head["assumption"]
+        if assumes == "none":
+            assumes = "assumes nothing about the mechanism"
+        verdict = (
+            f"PROVEN: ε ≥ {_epsilon_text(head['epsilon_lower'])} at δ = {head['delta']:g}, "
+            f"{level} confidence; {assumes}"
+        )
+    else:
+        verdict = (
+            f"NOTHING PROVEN at {level}: no threshold separates 'in' from 'out' scores well enough "
+            f"at n = {int(m['n_in'])} + {int(m['n_out'])} (AUROC {m['auroc']:.3g})"
+        )
+    lines = [verdict]
+    lines += [f"warning: {w}" for w in result["warnings"]]
+    lines.append(
+        f"headline: {head['estimator']}, maximum over {', '.join(head['counted'])} "
+        f"(each at its Bonferroni share; joint {level}); --assume {result['assume']}"
+    )
+    lines.append(f"scores: {int(m['n_in'])} in, {int(m['n_out'])} out; member = {result['sign']} score")
+    lines.append("bounds:")
+    for name, b in result["lower_bounds"].items():
+        if not b["valid"]:
+            status = "estimate, not a bound (threshold chosen on the counted trials)"
+        elif b["counted"]:
+            status = f"counted, {100 * b['confidence']:.4g} % alone; assumes {b['assumption']}"
+        else:
+            status = f"NOT counted: {b['assumption']} (declare it with --assume)"
+        lines.append(f"  {name:<20} ε ≥ {_epsilon_text(b['epsilon']):>7}  {status}")
+    lines.append(f"attack strength ({100 * m['confidence']:g} % intervals):")
+    for key in m:
+        if key.startswith("tpr_at_fpr_") and key.count("_") == 3:
+            tag = key.removeprefix("tpr_at_fpr_").replace("p", ".")
+            lines.append(
+                f"  TPR at FPR {tag:<6} {m[key]:.3g}  [{m[key + '_low']:.3g}, {m[key + '_high']:.3g}]"
+            )
+    for name in ("auroc", "advantage"):
+        lines.append(f"  {name:<17} {m[name]:.3g}  [{m[name + '_low']:.3g}, {m[name + '_high']:.3g}]")
+    lines.append("--json prints every number")
+    return lines
+
+
+def _configure_one_run(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--scores", required=True, help="one score per canary (higher = 'in')")
+    parser.add_argument(
+        "--included", required=True, help="one 0/1 per canary: was it in training (drawn with probability ½)"
+    )
+    parser.add_argument("--delta", type=unit_from_zero, required=True, help="δ in [0, 1)")
+    parser.add_argument(
+        "--confidence", type=open_unit, default=0.95, help="level of each bound, joint over its guesses"
+    )
+    parser.add_argument(
+        "--analysis",
+        choices=["steinke", "fdp_gaussian", "both"],
+        default="both",
+        help="steinke (assumes nothing about the mechanism), fdp_gaussian (ASSUMES a Gaussian "
+        "trade-off curve) or both (default)",
+    )
+    parser.add_argument(
+        "--lower-is-member", action="store_true", help="a lower score means 'in' (losses): negate them"
+    )
+    parser.add_argument("--column", default=None, help="column to read from .csv/.parquet files")
+    parser.add_argument("--seed", type=non_negative_int, default=0, help="seed that breaks tied scores")
+
+
+def _run_one_run(args: argparse.Namespace) -> dict[str, Any]:
+    import numpy as np
+
+    from dpaudit.bounds.onerun import audit_one_run
+
+    scores = load_losses(args.scores, "--scores", args.column, default_column="score")
+    included = load_losses(args.included, "--included", args.column, default_column="included")
+    if included.size != scores.size:
+        raise CliError("--included", f"holds {included.size} values, --scores holds {scores.size}")
+    if not np.all(np.isin(included, (0.0, 1.0))):
+        raise CliError("--included", "must hold only 0 and 1")
+    if args.lower_is_member:
+        scores = -scores
+    names = ["steinke", "fdp_gaussian"] if args.analysis == "both" else [args.analysis]
+    audits = {
+        name: audit_one_run(
+            scores,
+            included.astype(bool),
+            delta=args.delta,
+            confidence=args.confidence,
+            analysis=name,
+            seed=args.seed,
+        )
+        for name in names
+    }
+    return {
+        "canaries": int(scores.size),
+        "included": int(included.sum()),
+        "delta": args.delta,
+        "bounds": {
+            name: {
+                "epsilon_lower": a.epsilon_lower,
+                "assumption": a.assumption,
+                "confidence": a.confidence,
+                "guesses": a.guesses,
+                "correct": a.correct,
+                "k_positive": a.k_positive,
+                "k_negative": a.k_negative,
+            }
+            for name, a in audits.items()
+        },
+    }
+
+
+def _one_run_text(result: dict[str, Any]) -> list[str]:
+    """The verdict comes from steinke (no assumption on the mechanism) whenever it was run."""
+    bounds = result["bounds"]
+    name = "steinke" if "steinke" in bounds else "fdp_gaussian"
+    head = bounds[name]
+    level = f"{100 * head['confidence']:g} %"
+    if head["epsilon_lower"] > 0:
+        verdict = (
+            f"PROVEN: ε ≥ {_epsilon_text(head['epsilon_lower'])} at δ = {result['delta']:g}, {level} "
+            f"confidence ({name}; {head['assumption']})"
+        )
+    else:
+        verdict = f"NOTHING PROVEN at {level} ({name}): the canaries' scores do not separate included ones"
+    lines = [verdict, f"canaries: {result['canaries']}, {result['included']} included"]
+    for key, b in bounds.items():
+        lines.append(
+            f"  {key:<13} ε ≥ {_epsilon_text(b['epsilon_lower']):>7} at {100 * b['confidence']:g} % "
+            f"({b['correct']}/{b['guesses']} guesses correct); {b['assumption']}"
+        )
+    lines.append("--json prints every number")
+    return lines
 
 
 COMMANDS: dict[str, Command] = {}
@@ -496,12 +720,21 @@ for _command in (
         "Epsilon* of one model from member / non-member losses",
         _configure_epsilon_star,
         _run_epsilon_star,
+        _epsilon_star_text,
     ),
     Command(
         "scores",
         "ε lower bounds, TPR at fixed FPR, AUROC and advantage from your attack's scores",
         _configure_scores,
         _run_scores,
+        _scores_text,
+    ),
+    Command(
+        "one-run",
+        "ε lower bounds from one training run's canary scores (Steinke et al.; Mahloujifar et al.)",
+        _configure_one_run,
+        _run_one_run,
+        _one_run_text,
     ),
 ):
     register(_command)
@@ -555,7 +788,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         print(json.dumps(_jsonable(result)))
     else:
-        print("\n".join(_format_text(result)))
+        print("\n".join(command.text(result) if command.text else _format_text(result)))
     return 0
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import types
 import typing
 from collections.abc import Mapping
@@ -19,6 +20,15 @@ from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 import yaml
 
 T = TypeVar("T")
+
+#: A name the user chooses that becomes part of a path (a dataset, a target model, an audit): it
+#: starts with a letter or digit and holds only letters, digits, ``_``, ``.`` and ``-``, and never
+#: ``..``. So ``data/prepared/<name>.npz``, ``metrics/<audit>.json`` and the stage names stay inside
+#: the repository and two different names can never resolve to the same directory.
+SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+#: Mappings whose keys are such names: ``<experiment>.datasets``, ``target.datasets``, ``data.custom``.
+NAME_KEYED = ("datasets", "custom")
 
 
 class ParamsError(ValueError):
@@ -57,9 +67,53 @@ def section(params: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     return value
 
 
+def is_safe_name(name: Any) -> bool:
+    """Whether ``name`` matches :data:`SAFE_NAME` and contains no ``..``."""
+    return isinstance(name, str) and bool(SAFE_NAME.match(name)) and ".." not in name
+
+
+def require_safe_name(name: Any, key: str) -> None:
+    """Refuse a user-chosen name that would become an unsafe path component, naming ``key``.
+
+    Dataset names, target-model names and audit keys name files and directories
+    (``data/prepared/<name>.npz``, ``data/train/<dataset>/<experiment>/``, ``metrics/<audit>.json``);
+    ``../../esc`` would write outside the repository and ``a/../b`` would share ``b``'s directory.
+    """
+    if not is_safe_name(name):
+        raise ParamsError(
+            f"params: '{key}' = {name!r} is not a safe name: it names files and stages, so it must start "
+            f"with a letter or digit and hold only letters, digits, '_', '.' and '-' (no '/', no '..')"
+        )
+
+
+def check_names(params: Mapping[str, Any]) -> None:
+    """Every user-chosen name of ``params`` that becomes a path, checked with :func:`require_safe_name`.
+
+    The ``check`` stage calls this first: the keys of ``data.custom``, ``target.datasets`` and every
+    ``<section>.datasets`` mapping, the ``audits`` keys and the dataset and experiment each names.
+    """
+    for top, value in params.items():
+        if not isinstance(value, Mapping):
+            continue
+        for sub in NAME_KEYED:
+            names = value.get(sub)
+            if isinstance(names, Mapping):
+                for name in names:
+                    require_safe_name(name, f"{top}.{sub}.{name}")
+    audits = params.get("audits")
+    if isinstance(audits, Mapping):
+        for key, entry in audits.items():
+            require_safe_name(key, f"audits.{key}")
+            if isinstance(entry, Mapping):
+                for field_ in ("dataset", "experiment"):
+                    if field_ in entry:
+                        require_safe_name(entry[field_], f"audits.{key}.{field_}")
+
+
 def dataset_entry(datasets: Mapping[str, T], where: str, name: str) -> T:
     """``datasets[name]`` of the ``<where>.datasets`` section, or a :class:`ParamsError` naming the
-    missing key and the datasets that are there."""
+    missing key and the datasets that are there. ``name`` must be a safe name (it names files)."""
+    require_safe_name(name, f"{where}.datasets.{name}")
     if name not in datasets:
         have = ", ".join(sorted(datasets))
         raise ParamsError(f"params: missing key '{where}.datasets.{name}' (have: {have})")
@@ -85,6 +139,11 @@ def _convert(value: Any, tp: Any, key: str) -> Any:
         options = get_args(tp)
         if value is None and type(None) in options:
             return None
+        numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if float in options and numeric and not math.isfinite(value):
+            allowed = " or null" if type(None) in options else ""
+            raise ParamsError(f"params: '{key}' = {value!r} must be a finite number{allowed} (not NaN or "
+                              f"infinite)")
         for option in options:
             if option is type(None):
                 continue
@@ -117,6 +176,9 @@ def _convert(value: Any, tp: Any, key: str) -> Any:
         if not isinstance(value, Mapping):
             raise ParamsError(f"params: '{key}' = {value!r} must be a mapping")
         args = get_args(tp) or (str, Any)
+        if key.rsplit(".", 1)[-1] in NAME_KEYED:
+            for name in value:
+                require_safe_name(name, f"{key}.{name}")
         return {_convert(k, args[0], f"{key}"): _convert(v, args[1], f"{key}.{k}") for k, v in value.items()}
     if dataclasses.is_dataclass(tp):
         if not isinstance(value, Mapping):
@@ -196,3 +258,81 @@ def from_mapping(cls: type[T], mapping: Mapping[str, Any], where: str) -> T:
         raise
     except (TypeError, ValueError) as exc:
         raise ParamsError(f"params: '{where}': {exc}") from exc
+
+
+# ------------------------------------------------------------------------------- the check stage
+
+#: Where Keras architecture files named by ``<experiment>.datasets.<ds>.model.keras`` must lie: the
+#: ``check`` stage depends on this directory, so editing such a file reruns ``check``.
+MODELS_DIR = Path("models")
+
+#: ``check``'s per-audit records of the Keras file each audit's model comes from (path and md5, or
+#: null): ``train@<audit>`` depends on ``<MODEL_RECORDS_DIR>/<audit>.json``, so a changed Keras file
+#: reruns exactly the audits that use it, and nothing else.
+MODEL_RECORDS_DIR = Path("data") / "check" / "models"
+
+
+def _experiment_config(params: Mapping[str, Any], experiment: str) -> Any:
+    from dpaudit.experiments import get_experiment
+
+    return get_experiment(experiment).config_from_params(params)
+
+
+def _keras_file(config: Any, dataset: str) -> str | None:
+    """The ``model.keras`` path of ``<experiment>.datasets.<dataset>``, if the experiment has one."""
+    entry = (getattr(config, "datasets", None) or {}).get(dataset)
+    model = getattr(entry, "model", None)
+    keras = model.get("keras") if isinstance(model, Mapping) else getattr(model, "keras", None)
+    return None if keras is None else str(keras)
+
+
+def model_records(
+    params: Mapping[str, Any], audits: Any, root: Path = Path(".")
+) -> dict[str, dict[str, Any]]:
+    """Per audit: ``{"audit", "keras", "md5"}`` of the Keras file its model comes from (nulls if none).
+
+    A Keras file must be a relative path under :data:`MODELS_DIR` (``models/arch.keras``), the
+    directory the ``check`` stage depends on; anything else is a :class:`ParamsError` naming
+    ``<experiment>.datasets.<ds>.model.keras``. ``audits`` are :class:`dpaudit.layout.Audit` objects.
+    """
+    import hashlib
+
+    records: dict[str, dict[str, Any]] = {}
+    configs: dict[str, Any] = {}
+    for audit in audits:
+        if audit.experiment not in configs:
+            configs[audit.experiment] = _experiment_config(params, audit.experiment)
+        keras = _keras_file(configs[audit.experiment], audit.dataset)
+        md5 = None
+        if keras is not None:
+            key = f"{audit.experiment}.datasets.{audit.dataset}.model.keras"
+            path = Path(keras)
+            inside = path.parts[:1] == (MODELS_DIR.name,) and ".." not in path.parts
+            require(inside, key, keras, f"must be a file under {MODELS_DIR}/ (e.g. {MODELS_DIR}/arch.keras): "
+                    f"the check stage depends on that directory, so editing the file reruns this audit")
+            require((root / path).is_file(), key, keras, "file does not exist")
+            md5 = hashlib.md5((root / path).read_bytes(), usedforsecurity=False).hexdigest()
+        records[audit.name] = {"audit": audit.name, "keras": keras, "md5": md5}
+    return records
+
+
+def check_limits(params: Mapping[str, Any], audits: Any) -> None:
+    """Sizes only the dataset can refuse, for every audit, before any work (each error names the key
+    and the limit): an experiment's config module may define ``check_limits(config, dataset, size)``,
+    called with the dataset's :class:`~dpaudit.data.custom.DatasetSize` as the prepare stage will make it."""
+    import importlib
+
+    from dpaudit.data.custom import dataset_size
+    from dpaudit.data.prepare import DataConfig
+
+    data = DataConfig.from_params(params)
+    sizes: dict[str, Any] = {}
+    for audit in audits:
+        module = importlib.import_module(f"dpaudit.experiments.{audit.experiment}.config")
+        check = getattr(module, "check_limits", None)
+        if check is None:
+            continue
+        if audit.dataset not in sizes:
+            sizes[audit.dataset] = dataset_size(data, audit.dataset)
+        if sizes[audit.dataset] is not None:
+            check(_experiment_config(params, audit.experiment), audit.dataset, sizes[audit.dataset])

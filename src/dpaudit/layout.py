@@ -77,8 +77,10 @@ class Audit:
         return self.root / "data" / "attacks" / self.dataset / self.experiment
 
     @property
-    def metrics_path(self) -> Path:
-        return self.root / "metrics" / f"{self.name}.json"
+    def results_path(self) -> Path:
+        """Every number of the audit (``results/<audit>.json``): a versioned output, not a DVC metric,
+        so that ``dvc metrics diff`` shows the headlines of ``metrics/summary.json`` alone."""
+        return self.root / "results" / f"{self.name}.json"
 
     @property
     def plots_dir(self) -> Path:
@@ -94,5 +96,5 @@ class Audit:
 
     @property
     def bounds_metrics_path(self) -> Path:
-        """A copy of ``metrics/<audit>.json`` inside the bounds stage's cached output, for the report."""
+        """A copy of ``results/<audit>.json`` inside the bounds stage's cached output, for the report."""
         return self.bounds_dir / "metrics.json"

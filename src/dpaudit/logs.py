@@ -27,8 +27,9 @@ def progress(
     desc: str,
     total: int | None = None,
     unit: str = "it",
+    disable: bool = False,
     **kwargs: Any,
 ) -> Any:
-    """A tqdm bar with counts and rates; silenced when ``DPAUDIT_PROGRESS=0``."""
-    disable = os.environ.get("DPAUDIT_PROGRESS", "1") == "0"
+    """A tqdm bar with counts and rates; silenced when ``disable`` or ``DPAUDIT_PROGRESS=0``."""
+    disable = disable or os.environ.get("DPAUDIT_PROGRESS", "1") == "0"
     return tqdm(iterable, desc=desc, total=total, unit=unit, disable=disable, dynamic_ncols=True, **kwargs)

@@ -66,7 +66,7 @@ def _audit(key: str, raw: Any, datasets: list[str], known: Mapping[str, Experime
         where,
         str(key),
         f"an audit's key must be <dataset>-<experiment>, here '{expected}': the stages write "
-        f"metrics/{expected}.json and data/train/{entry.dataset}/{entry.experiment}/",
+        f"results/{expected}.json and data/train/{entry.dataset}/{entry.experiment}/",
     )
     return Audit(dataset=entry.dataset, experiment=entry.experiment)
 
@@ -200,11 +200,11 @@ def run_bounds(params: Mapping[str, Any], name: str, root: Path = Path(".")) -> 
     result = experiment.bounds(config, audit, manifest)
     section_ = experiment.section(config, audit, manifest, result)
     with (
-        atomic_path(audit.metrics_path) as metrics_path,
+        atomic_path(audit.results_path) as results_path,
         atomic_directory(audit.plots_dir) as plots_dir,
         atomic_directory(audit.bounds_dir) as bounds_dir,
     ):
-        write_json(metrics_path, result.metrics)
+        write_json(results_path, result.metrics)
         for file, frame in result.plots.items():
             frame.to_csv(plots_dir / file, index=False, float_format=result.csv_float_format)
         write_json(bounds_dir / audit.bounds_metrics_path.name, result.metrics)

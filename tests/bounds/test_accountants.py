@@ -253,3 +253,34 @@ def test_pld_refuses_more_steps_than_it_can_hold():
         acc.epsilon_pld(1.0, 0.01, 10**12, 1e-5)
     with pytest.raises(ValueError, match="exceeds the PLD accountant's limit"):
         acc.calibrate_noise_multiplier(1.0, 1e-5, 0.001, 10**9, "pld")
+
+
+@pytest.mark.parametrize(
+    ("z", "q", "steps"),
+    # Strong noise: the 1e-3 and 1e-4 optimistic grids round every step's loss to 0 (z = 30: ε = 0.0289;
+    # z = 10: ε = 0.0277, z = 64: ε = 0.0448, from PLDAccountant at a 1e-6 grid).
+    [(30.0, 0.01, 1000), (10.0, 0.01, 100), (64.0, 0.1, 100)],
+)
+def test_optimistic_pld_at_strong_noise_is_within_5_percent_and_below(z, q, steps):
+    """The optimistic ε is a lower bound, within 5 % of dp_accounting's PLDAccountant at a 1e-6 grid
+    (pessimistic, so an upper bound on ε: the two bracket the true ε)."""
+    ours = acc.epsilon_pld(z, q, steps, 1e-5, pessimistic=False)
+    reference = _pld_default(z, q, steps, 1e-5, interval=1e-6)
+    assert 0.95 * reference <= ours <= reference
+    # The bracket it stops on is PLD_OPTIMISTIC_RTOL wide: within 1 % of the pessimistic ε.
+    assert ours >= (1.0 - acc.PLD_OPTIMISTIC_RTOL) * acc.epsilon_pld(z, q, steps, 1e-5)
+
+
+def test_optimistic_pld_is_zero_only_where_epsilon_is():
+    assert acc.epsilon_pld(30.0, 0.01, 10, 0.5, pessimistic=False) == 0.0  # δ above the total variation
+    assert 0.0 < acc.epsilon_pld(30.0, 0.01, 1000, 1e-5, pessimistic=False) < 0.0289
+
+
+def test_one_grid_family_epsilon_falls_back_where_its_grid_rounds_to_zero():
+    """The family bounds' ε(z_UB) on a fixed 1e-4 grid (about T·1e-4/2 low) takes the adaptive
+    optimistic ε where that bias passes 1 %: still below the 1e-6 PLDAccountant value, within 5 %."""
+    from dpaudit.bounds.tradeoff import SubsampledGaussian
+
+    family = SubsampledGaussian(0.01, 1000, epsilon_discretization=1e-4)
+    reference = _pld_default(30.0, 0.01, 1000, 1e-5, interval=1e-6)
+    assert 0.95 * reference <= family.epsilon(30.0, 1e-5) <= reference

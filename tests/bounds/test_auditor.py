@@ -203,16 +203,92 @@ def test_audit_metrics_are_flat_finite_and_named():
     audit = aud.audit_scores(rng.normal(3.0, 1.0, 300), rng.normal(0.0, 1.0, 300), delta=0.0)
     metrics = audit.metrics()
     assert all(isinstance(v, float) and math.isfinite(v) for v in metrics.values())
-    assert metrics["epsilon_lower_gdp_joint95"] == 1e308  # μ-GDP with μ > 0 is not pure DP: ∞, capped
-    assert "epsilon_estimate_sweep_naive" in metrics and "epsilon_lower_sweep_naive_joint95" not in metrics
-    for key in ("tpr_at_fpr_0p01", "tpr_at_fpr_0p01_low_ci95", "auroc_high_ci95", "advantage_low_ci95"):
+    assert metrics["epsilon_lower_gdp"] == 1e308  # μ-GDP with μ > 0 is not pure DP: ∞, capped
+    assert metrics["gdp_counted"] == 0.0  # nobody declared a Gaussian mechanism
+    assert "epsilon_estimate_sweep_naive" in metrics and "epsilon_lower_sweep_naive" not in metrics
+    for key in ("tpr_at_fpr_0p01", "tpr_at_fpr_0p01_low", "auroc_high", "advantage_low"):
         assert key in metrics
-    assert metrics["auroc_low_ci95"] <= metrics["auroc"] <= metrics["auroc_high_ci95"]
-    assert metrics["advantage_low_ci95"] <= metrics["advantage"] <= metrics["advantage_high_ci95"]
+    assert not any("95" in key or "joint" in key for key in metrics)  # stable names: no level inside
+    assert metrics["auroc_low"] <= metrics["auroc"] <= metrics["auroc_high"]
+    assert metrics["advantage_low"] <= metrics["advantage"] <= metrics["advantage_high"]
     best = audit.best_valid()
-    assert best.estimator == "gdp" and best.confidence == pytest.approx(1 - 3 * 0.05)
-    assert audit.best_valid(assumptions=False).estimator.startswith("sweep_")
+    assert best.estimator.startswith("sweep_") and best.confidence == 0.95
+    assert metrics["epsilon_lower"] == best.epsilon < 1e308
+    # Each of the two counted sweeps holds alone at 1 − 0.05/2: their maximum at 0.95.
+    assert metrics["sweep_split_confidence"] == pytest.approx(0.975)
+    assert audit.lower_bounds["gdp"].confidence == 0.95
     assert not audit.lower_bounds["sweep_naive"].valid
+
+
+def test_headline_counts_only_declared_assumptions():
+    rng = np.random.default_rng(42)
+    pos, neg = rng.normal(2.0, 1.0, 500), rng.normal(0.0, 1.0, 500)
+    plain = aud.audit_scores(pos, neg, delta=1e-5)
+    assert set(plain.counted_bounds()) == set(aud.ASSUMPTION_FREE)
+    gaussian = aud.audit_scores(pos, neg, delta=1e-5, assume_gaussian=True)
+    assert set(gaussian.counted_bounds()) == {"sweep_split", "sweep_bonferroni", "gdp"}
+    assert gaussian.lower_bounds["gdp"].confidence == pytest.approx(1 - 0.05 / 3)
+    assert gaussian.headline.estimator == "gdp" and gaussian.headline.confidence == 0.95
+    # Pre-registering one estimator keeps the whole level for it.
+    one = aud.audit_scores(pos, neg, delta=1e-5, assume_gaussian=True, headline=("gdp",))
+    assert one.headline.epsilon == one.lower_bounds["gdp"].epsilon > gaussian.headline.epsilon
+    with pytest.raises(ValueError, match="assume_gaussian"):
+        aud.audit_scores(pos, neg, delta=1e-5, headline=("gdp",))
+    with pytest.raises(ValueError, match="not a valid bound"):
+        aud.audit_scores(pos, neg, delta=1e-5, headline=("sweep_naive",))
+
+
+@pytest.mark.parametrize("delta", [0.0, 1e-5])
+def test_randomised_response_headline_holds_its_level(delta):
+    # ε = 1 randomised response: the GDP estimator reads ∞ (δ = 0) or ≈ 4.6 on these scores, and
+    # must not reach the headline; the headline must exceed 1 in at most 5 % of repeats.
+    reps, n, eps = 60, 1000, 1.0
+    p = math.exp(eps) / (1 + math.exp(eps))
+    rng = np.random.default_rng(43)
+    over = 0
+    for r in range(reps):
+        pos = (rng.random(n) < p).astype(float)
+        neg = (rng.random(n) >= p).astype(float)
+        audit = aud.audit_scores(pos, neg, delta=delta, seed=r)
+        over += audit.headline.epsilon > eps
+        assert audit.lower_bounds["gdp"].epsilon > eps  # what a GDP headline would have claimed
+    assert over / reps <= allowed(0.95, reps)
+
+
+def test_one_run_bound_is_a_function_of_the_multiset():
+    # Randomised response at ε = 1: scores are 0/1, so ties are everywhere. Listing the excluded
+    # canaries first made the old stable sort guess "in" exactly for included ones.
+    rng = np.random.default_rng(44)
+    m = 1000
+    p = math.e / (1 + math.e)
+    included = rng.random(m) < 0.5
+    scores = (included ^ (rng.random(m) >= p)).astype(float)
+    kwargs = {"k_positive": 100, "k_negative": 100, "delta": 0.0, "seed": 7}
+    reference = aud.one_run_lower_bound(scores, included, **kwargs)
+    for _ in range(20):
+        order = rng.permutation(m)
+        assert aud.one_run_lower_bound(scores[order], included[order], **kwargs) == reference
+    excluded_first = np.argsort(included, kind="stable")
+    assert aud.one_run_lower_bound(scores[excluded_first], included[excluded_first], **kwargs) == reference
+    assert reference.epsilon < 1.0
+
+
+@pytest.mark.parametrize("m", [1000, 10_000])
+def test_one_run_randomised_response_holds_its_level(m):
+    reps, eps = 40, 1.0
+    p = math.exp(eps) / (1 + math.exp(eps))
+    rng = np.random.default_rng(45 + m)
+    over = 0
+    for r in range(reps):
+        included = rng.random(m) < 0.5
+        scores = (included ^ (rng.random(m) >= p)).astype(float)
+        order = np.argsort(included, kind="stable")  # adversarial order: excluded first
+        k = m // 10
+        bound = aud.one_run_lower_bound(
+            scores[order], included[order], k_positive=k, k_negative=k, delta=0.0, seed=r
+        )
+        over += bound.epsilon > eps
+    assert over / reps <= allowed(0.95, reps)
 
 
 def test_auroc_and_advantage_intervals_cover():

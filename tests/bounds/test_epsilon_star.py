@@ -135,19 +135,75 @@ def test_band_rule_only_uses_thresholds_inside_the_band():
 
 
 @pytest.mark.parametrize("method", ["empirical", "parametric"])
-def test_interval_and_control(method):
+@pytest.mark.parametrize("variant", ["band", "floor"])
+def test_null_is_the_estimator_on_label_permutations(method, variant):
+    """The vectorised null equals the estimator recomputed on each relabelled sample (same masks)."""
+    rng = np.random.default_rng(4)
+    members, nonmembers = rng.normal(0, 1, 150), np.round(rng.normal(0.3, 1.2, 120), 1)  # ties too
+    null = es.epsilon_star_null(members, nonmembers, 1e-3, method, variant, permutations=25, seed=7)
+    pooled = np.concatenate([members, nonmembers])
+    masks = es._permuted_member_masks(150, 270, 25, np.random.default_rng([7, 1]))
+    assert np.all(masks.sum(axis=1) == 150)  # group sizes kept
+    estimator = es.epsilon_star_parametric if method == "parametric" else es.epsilon_star_empirical
+    expected = [estimator(pooled[k], pooled[~k], 1e-3, variant=variant).epsilon_star for k in masks]
+    np.testing.assert_allclose(null, expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("method", ["empirical", "parametric"])
+def test_null_level_and_bootstrap_spread(method):
     rng = np.random.default_rng(9)
-    same = es.epsilon_star_with_interval(
+    same = es.epsilon_star_with_null(
         rng.normal(0, 1, 400), rng.normal(0, 1, 400), 1e-3, method=method, n_bootstrap=60
     )
-    assert same.interval_low <= same.epsilon_star <= same.interval_high or same.epsilon_star == 0.0
-    assert same.control >= 0.0 and same.control_high >= 0.0
-    assert not same.distinguishable  # one distribution: indistinguishable from the control
-    apart = es.epsilon_star_with_interval(
-        rng.normal(0, 1, 400), rng.normal(2.5, 1, 400), 1e-3, method=method, n_bootstrap=60
+    assert same.spread_low <= same.spread_high and same.spread_level == 0.95
+    assert 0.0 < same.null_mean <= same.null_high  # identical distributions: far from 0 at finite n
+    assert same.null_permutations == es.NULL_PERMUTATIONS and same.null_quantile == 0.95
+    assert not same.above_null and same.null_pvalue > 0.05
+    apart = es.epsilon_star_with_null(
+        rng.normal(0, 1, 400), rng.normal(2.5, 1, 400), 1e-3, method=method, n_bootstrap=0
     )
-    assert apart.distinguishable and apart.interval_low > apart.control_high
-    assert apart.confidence == 0.95
+    assert apart.above_null and apart.epsilon_star > apart.null_high
+    assert apart.null_pvalue == pytest.approx(1 / (es.NULL_PERMUTATIONS + 1))  # no permutation reaches it
+    assert math.isnan(apart.spread_low) and math.isnan(apart.spread_level)  # no bootstrap asked for
+
+
+def test_above_null_false_alarm_rate_on_identical_distributions():
+    """On one distribution, "above the null 95th percentile" happens about 5 % of the time."""
+    rng = np.random.default_rng(11)
+    flags = [
+        es.epsilon_star_with_null(rng.normal(size=200), rng.normal(size=200), method="empirical",
+                                  n_bootstrap=0, seed=r).above_null
+        for r in range(100)
+    ]
+    assert np.mean(flags) <= 0.12  # 5 % nominal; 12 % is beyond 3 binomial sd at 100 repeats
+
+
+def test_null_critical_rank_is_the_monte_carlo_test_critical_value():
+    assert es.null_critical_rank(100, 0.95) == 96  # ⌈0.95 · 101⌉: P(exceed) = 5/101 under the null
+    assert es.null_critical_rank(19, 0.95) == 19  # the maximum of 19: P(exceed) = 1/20
+    assert es.null_critical_rank(999, 0.99) == 990
+    with pytest.raises(ValueError, match="permutations=18 is too few .* need at least 19"):
+        es.null_critical_rank(18, 0.95)
+    rng = np.random.default_rng(2)
+    members, nonmembers = rng.normal(size=100), rng.normal(size=100)
+    star = es.epsilon_star_with_null(members, nonmembers, 0.01, "empirical", n_bootstrap=0, seed=3)
+    null = es.epsilon_star_null(members, nonmembers, 0.01, "empirical", seed=3)
+    assert star.null_high == np.sort(null)[95] and star.null_mean == pytest.approx(null.mean())
+    assert star.null_pvalue == pytest.approx((1 + np.sum(null >= star.epsilon_star)) / 101)
+
+
+def test_null_rejects_bad_arguments():
+    members, nonmembers = np.arange(10.0), np.arange(10.0) + 0.5
+    with pytest.raises(ValueError, match="permutations"):
+        es.epsilon_star_null(members, nonmembers, 0.01, permutations=0)
+    with pytest.raises(ValueError, match="method"):
+        es.epsilon_star_null(members, nonmembers, 0.01, method="lira")
+    with pytest.raises(ValueError, match="null_quantile"):
+        es.epsilon_star_with_null(members, nonmembers, 0.01, null_quantile=1.0)
+    with pytest.raises(ValueError, match="too few"):
+        es.epsilon_star_with_null(members, nonmembers, 0.01, permutations=10)
+    with pytest.raises(ValueError, match="n_bootstrap"):
+        es.epsilon_star_with_null(members, nonmembers, 0.01, n_bootstrap=-1)
 
 
 def test_logit_transform_is_increasing_and_follows_app_b():

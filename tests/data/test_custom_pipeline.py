@@ -227,7 +227,7 @@ def test_every_experiment_runs_on_a_custom_dataset(
         run(params, name, root=root)
     manifest = read_json(root / "data" / "train" / "cancer" / experiment / "manifest.json")
     assert manifest["facts"]["model"]["layers"][0]["type"] == "dense"
-    metrics = read_json(root / "metrics" / f"{name}.json")
+    metrics = read_json(root / "results" / f"{name}.json")
     leaves = list(pd.json_normalize(metrics).iloc[0])
     assert leaves and all(np.isfinite(float(v)) for v in leaves)
 

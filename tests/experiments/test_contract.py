@@ -135,7 +135,7 @@ def check_contract(experiment: Experiment, root: Path) -> None:
 
     from dpaudit.io import read_json
 
-    metrics = read_json(audit.metrics_path)
+    metrics = read_json(audit.results_path)
     leaves = list(_leaves(metrics))
     assert leaves and all(type(v) in (int, float) and math.isfinite(v) for v in leaves)
     assert read_json(audit.bounds_metrics_path) == metrics

@@ -73,7 +73,7 @@ def audit(tmp_path_factory: pytest.TempPathFactory) -> Audit:
 
 
 def test_metrics_are_numbers_per_configuration(audit: Audit) -> None:
-    metrics = read_json(audit.metrics_path)
+    metrics = read_json(audit.results_path)
     assert sorted(metrics) == ["rho_beta_0.75", "rho_beta_0.9"]
     for block in metrics.values():
         assert sorted(block) == ["global-bounded", "global-unbounded", "local-bounded", "local-unbounded"]
@@ -95,9 +95,9 @@ def test_metrics_are_numbers_per_configuration(audit: Audit) -> None:
         for x in block.values():
             for adversary in ("di", "mi"):
                 audit = x[adversary]
-                assert {"epsilon_lower_gdp_joint95", "epsilon_lower_sweep_split_joint95",
-                        "epsilon_lower_sweep_bonferroni_joint95", "epsilon_estimate_sweep_naive",
-                        "gdp_mu_lower_joint95", "auroc", "advantage"} <= set(audit)  # fmt: skip
+                assert {"epsilon_lower_gdp", "epsilon_lower_sweep_split",
+                        "epsilon_lower_sweep_bonferroni", "epsilon_estimate_sweep_naive",
+                        "gdp_mu_lower", "auroc", "advantage"} <= set(audit)  # fmt: skip
                 assert audit["n_in"] == audit["n_out"] == 24
                 lower = [v for k, v in audit.items() if k.startswith("epsilon_lower_")]
                 assert all(v <= x["epsilon_pld"] + 1e-9 for v in lower)
@@ -219,13 +219,13 @@ def test_gdp_bound_is_below_pld_and_above_the_sweep_with_plentiful_trials(
         shutil.copy(path, target)
     for run in (pipeline.run_train, pipeline.run_losses, pipeline.run_attack, pipeline.run_bounds):
         run(PLENTIFUL, small.name, root=root)
-    m = read_json(small.metrics_path)["rho_beta_0.99"]["local-bounded"]
+    m = read_json(small.results_path)["rho_beta_0.99"]["local-bounded"]
     di = m["di"]
     assert di["n_in"] == di["n_out"] == 1000
-    gdp = di["epsilon_lower_gdp_joint95"]
+    gdp = di["epsilon_lower_gdp"]
     assert 0 < gdp <= m["epsilon_pld"]
-    assert gdp > di["epsilon_lower_sweep_split_joint95"]
-    assert gdp > di["epsilon_lower_sweep_bonferroni_joint95"]
+    assert gdp > di["epsilon_lower_sweep_split"]
+    assert gdp > di["epsilon_lower_sweep_bonferroni"]
     assert m["gdp_over_pld"] == pytest.approx(gdp / m["epsilon_pld"])
     assert m["gdp_over_pld"] > 0.5
 
@@ -254,3 +254,25 @@ def test_config_errors_name_the_key() -> None:
 def test_missing_upstream_names_the_file(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="prepared"):
         pipeline.run_train(PARAMS, "adult-identifiability", root=tmp_path)
+
+
+def test_a_setting_trains_the_same_whatever_its_neighbours_in_the_grid(
+    audit: Audit, tmp_path: Path
+) -> None:
+    """Seeds come from a setting's own values: ρβ = 0.9 alone gives the arrays it gave beside 0.75."""
+    import copy
+    import shutil
+
+    alone = copy.deepcopy(PARAMS)
+    alone["identifiability"]["train"]["rho_beta"] = [0.9]
+    other = Audit("adult", "identifiability", tmp_path)
+    other.prepared_path.parent.mkdir(parents=True, exist_ok=True)
+    other.sensitivity_path.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(audit.prepared_path, other.prepared_path)
+    shutil.copy(audit.sensitivity_path, other.sensitivity_path)
+    pipeline.run_train(alone, other.name, root=tmp_path)
+    for name in ("rb0.9_local-bounded", "rb0.9_global-unbounded"):
+        file = f"{name}.npz"
+        with np.load(audit.train_dir / file) as grid, np.load(other.train_dir / file) as one:
+            for key in ("world", "dot", "sigma", "param_0"):
+                np.testing.assert_array_equal(grid[key], one[key], err_msg=f"{name}: {key}")

@@ -330,7 +330,7 @@ def test_distinguisher2_takes_the_best_statistic_by_bonferroni() -> None:
     assert out["confidence_max"] == out["confidence_mean"] == pytest.approx(1 - 0.005)
     alone = audit_scores(
         stats["final"][inserted == 1], stats["final"][inserted == 0], delta=DELTA, confidence=1 - 0.04,
-        mechanism=mech, seed=0, fpr_levels=(0.01, 0.05),
+        mechanism=mech, headline=("subsampled_gaussian",), seed=0, fpr_levels=(0.01, 0.05),
     )  # fmt: skip
     assert out["epsilon_lower_sweep"] == pytest.approx(alone.lower_bounds["sweep_bonferroni"].epsilon)
     assert out["epsilon_lower_family"] == pytest.approx(alone.lower_bounds["subsampled_gaussian"].epsilon)
@@ -433,8 +433,39 @@ def test_gradient_canary_cell_pools_every_size_into_the_per_step_family_bound() 
     inert = audit_cell(Cell("E", 4.0, z), attack, DELTA, 0.95, "bonferroni", family(q, steps), seed=0)
     alone = {k: v[sizes == 2] if np.ndim(v) else v for k, v in attack.items()}
     alone.pop("canary_inert")
+    # Inert coordinates guarantee a zero baseline, as F's canary on coordinates of zero data mass does.
+    alone["data_mass_at_canary"] = np.asarray(0.0)
     only_2 = audit_cell(Cell("F", 4.0, z), alone, DELTA, 0.95, "bonferroni", family(q, steps), seed=0)
+    assert only_2["family_known_baseline"] == 1.0 and as_f["family_known_baseline"] == 0.0
     assert inert["inert_trials_per_world"] == n
     assert inert["epsilon_lower_family"] == pytest.approx(only_2["epsilon_lower_family"])
     assert inert["epsilon_lower_family_stepwise"] == pytest.approx(out["epsilon_lower_family_stepwise"])
     assert inert["epsilon_lower_family"] > out["epsilon_lower_family_threshold"]
+
+
+def test_crafter5_silences_features_so_the_canary_sees_no_data_gradient() -> None:
+    """F's dataset zeroes ⌈2n/units⌉ input features of an MLP: Crafter 4 then finds 2n coordinates
+    whose clipped data-gradient mass is exactly 0, the guarantee behind F's known-zero baseline; a CNN's
+    dataset is left alone (a kernel is shared across positions)."""
+    from dpaudit.experiments.instantiation.design.threat_models import (
+        clipped_gradient_mass,
+        silence_features,
+        smallest_update_coordinates,
+    )
+    from dpaudit.experiments.modelling import build_model
+    from dpaudit.training.models import Dense, Model
+
+    mlp = Model("mlp", (6,), 2, [Dense(3, "relu"), Dense(2, "linear")])
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0.1, 1.0, (40, 6)).astype(np.float32)
+    y = rng.integers(0, 2, 40)
+    params0 = mlp.init(1, 3)
+    assert clipped_gradient_mass(mlp, params0, X, y, 1.0).min() > 0  # before: every weight gets gradient
+    silenced = silence_features(mlp, X, canary_size=4, seed=1)
+    assert int(np.sum(np.all(silenced == 0, axis=0))) == 2  # ⌈4 / 3⌉ features
+    mass = clipped_gradient_mass(mlp, params0, silenced, y, 1.0)
+    coords = smallest_update_coordinates(mass[None], 4)[0]
+    assert mass[coords].sum() == 0.0
+    cnn = build_model("mnist", (28, 28, 1), 10, (4, 4, 4))
+    images = rng.uniform(size=(2, 28, 28, 1)).astype(np.float32)
+    np.testing.assert_array_equal(silence_features(cnn, images, 2, 0), images)

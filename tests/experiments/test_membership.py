@@ -164,24 +164,27 @@ def test_attack_on_memorising_model_finds_large_advantage_and_epsilon_star(memor
     assert result.yeom_advantage > 0.4
     assert result.epsilon_per_model_test > 1.0  # Clopper–Pearson on the held-out half (20 + 200 records)
     assert result.epsilon_naive_estimate > 1.0
-    assert result.epsilon_star_low <= result.epsilon_star_parametric <= result.epsilon_star_high
-    assert result.epsilon_star_distinguishable == 1.0  # a memorising model stands out of the noise
+    assert result.epsilon_star_spread_low <= result.epsilon_star_parametric <= result.epsilon_star_spread_high
+    assert result.epsilon_star_above_null == 1.0  # a memorising model stands out of the null level
+    assert 0.0 < result.epsilon_star_null_mean <= result.epsilon_star_null_high
+    assert result.epsilon_star_null_high < result.epsilon_star_parametric
     assert result.epsilon_star_parametric > 3.0
     assert result.epsilon_star_empirical > 3.0
 
 
-def test_control_halves_of_one_heldout_set_show_no_leakage(memorised: dict) -> None:
+def test_halves_of_one_heldout_set_show_no_leakage(memorised: dict) -> None:
     heldout = memorised["heldout"]
     ce, logit = memorised["ce"], memorised["logit"]
     rng = np.random.default_rng(5)
-    valid, stars, memorised_star = [], [], None
+    valid, stars, above, memorised_star = [], [], [], None
     for r in range(5):
         order = rng.permutation(heldout)
         a, b = order[:800], order[800:]
         result = analyse_model(ce[a], ce[b], logit[a], logit[b], default_delta(len(a)), seed=r)
         valid.append(result.epsilon_per_model_test)
         stars.append(result.epsilon_star_parametric)
-        assert result.epsilon_star_control_high >= 0
+        assert 0.0 <= result.epsilon_star_null_mean <= result.epsilon_star_null_high
+        above.append(result.epsilon_star_above_null)
         assert abs(result.yeom_advantage) < 0.1
     members = memorised["members"]
     memorised_star = analyse_model(
@@ -190,6 +193,7 @@ def test_control_halves_of_one_heldout_set_show_no_leakage(memorised: dict) -> N
     assert sum(v == 0.0 for v in valid) >= 4  # "0 in most repeats"
     assert np.mean(stars) < 0.5  # ≈ 0: the estimator's finite-sample floor, far below a leaking model
     assert np.mean(stars) < 0.1 * memorised_star
+    assert sum(above) <= 1  # one distribution: at most a chance exceedance of the null 95th percentile
 
 
 def _synthetic_prepared(path: Path) -> PreparedData:
@@ -253,11 +257,11 @@ def test_four_stages_end_to_end_on_a_small_synthetic_dataset(tmp_path: Path) -> 
         star = f["epsilon_star_parametric"]
         assert star.shape == (12,) and np.all(star >= 0)
         assert np.all(f["naive_advantage"] >= f["yeom_advantage"] - 1e-12)  # max over thresholds
-        assert np.all(f["epsilon_star_low"] <= f["epsilon_star_high"])
-        assert set(np.unique(f["epsilon_star_distinguishable"])) <= {0.0, 1.0}
+        assert np.all(f["epsilon_star_spread_low"] <= f["epsilon_star_spread_high"])
+        assert set(np.unique(f["epsilon_star_above_null"])) <= {0.0, 1.0}
 
     pipeline.run_bounds(PARAMS, audit.name, root=tmp_path)
-    metrics = json.loads(audit.metrics_path.read_text())
+    metrics = json.loads(audit.results_path.read_text())
     assert all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in _leaves(metrics))
     calibrated = metrics["strategies"]["dp-eps3"]
     assert calibrated["epsilon_upper"]["rdp"] == pytest.approx(3.0, rel=1e-3)
@@ -269,7 +273,7 @@ def test_four_stages_end_to_end_on_a_small_synthetic_dataset(tmp_path: Path) -> 
     # The one-run bound (Steinke et al. 2023) is a valid bound on the mechanism: below every accountant.
     for name in ("dp-z1", "dp-z8", "dp-eps3"):
         entry = metrics["strategies"][name]
-        bound = entry["epsilon_lower_one_run_joint95"]
+        bound = entry["epsilon_lower_one_run"]
         assert 0 <= bound <= entry["epsilon_upper"]["pld"] + 1e-9
         assert bound == pytest.approx(entry["epsilon_one_run"]["min"])
         assert "epsilon_lower_valid" not in entry and "epsilon_per_model_test" in entry
@@ -357,7 +361,7 @@ def test_bounds_outputs_aggregate_repeats_and_flag_findings(tmp_path: Path) -> N
     attack = {name: np.zeros(4) for name in fields}
     attack["epsilon_star_parametric"] = np.array([0.2, 0.4, 0.0, 3.0])  # xgboost r0: 0 despite a leak
     attack["naive_advantage"] = np.array([0.05, 0.1, 0.9, 0.9])
-    attack["epsilon_star_distinguishable"] = np.array([1.0, 1.0, 0.0, 1.0])
+    attack["epsilon_star_above_null"] = np.array([1.0, 1.0, 0.0, 1.0])
     attack.update(
         model_strategy=np.array([0, 0, 1, 1]),
         fpr=np.asarray(0.05),
@@ -383,7 +387,7 @@ def test_bounds_outputs_aggregate_repeats_and_flag_findings(tmp_path: Path) -> N
     }
     pipeline.run_bounds(params, audit.name, root=tmp_path)
 
-    metrics = json.loads(audit.metrics_path.read_text())
+    metrics = json.loads(audit.results_path.read_text())
     star = metrics["strategies"]["dp-z1"]["epsilon_star_parametric"]
     assert star == pytest.approx({"mean": 0.3, "min": 0.2, "max": 0.4})
     assert metrics["strategies"]["xgboost"]["utility"] == pytest.approx(
@@ -393,16 +397,20 @@ def test_bounds_outputs_aggregate_repeats_and_flag_findings(tmp_path: Path) -> N
     assert metrics["strategies"]["dp-z1"]["epsilon_upper"] == pytest.approx(expected)
     checks = metrics["checks"]
     assert checks["dp_models"] == 2 and checks["one_run_above_rdp"] == 1
-    assert checks["epsilon_star_indistinguishable"] == 1
+    assert checks["epsilon_star_not_above_null"] == 1
     one_run = metrics["strategies"]["dp-z1"]["epsilon_one_run"]
     assert one_run["min"] < 1.0 < expected["rdp"] < one_run["max"]
     # The reported bound on the mechanism is the smallest over repeats (each valid at the joint level).
-    assert metrics["strategies"]["dp-z1"]["epsilon_lower_one_run_joint95"] == one_run["min"]
+    assert metrics["strategies"]["dp-z1"]["epsilon_lower_one_run"] == one_run["min"]
     assert checks["epsilon_star_zero_despite_leak"] == 1
     section = ReportSection.load(audit.section_path)
     assert "1 DP model(s) have a one-run lower bound above their RDP ε" in section.description
-    assert "1 model(s) have an Epsilon* indistinguishable from noise" in section.description
+    assert "1 model(s) have an Epsilon* not above its null level" in section.description
     star_table = next(t for t in section.tables if t.id.endswith("epsilon-star"))
-    assert star_table.rows[0][-1] == "yes" and star_table.rows[1][-1] == "1 of 2 models"
+    above = star_table.columns.index("above the null level")
+    assert star_table.rows[0][above] == "yes" and star_table.rows[1][above] == "1 of 2 models"
+    assert "null level: 95th pct." in star_table.columns
+    assert not any("interval" in c for c in star_table.columns)  # a bootstrap spread, not a CI
     assert section.rows[1].epsilon_upper == {} and section.rows[1].epsilon_star == pytest.approx(1.5)
-    assert section.scores == {"epsilon_star": "Epsilon*"}
+    assert list(section.scores) == ["epsilon_star", "epsilon_star_null_high"]
+    assert section.rows[1].scores["epsilon_star_null_high"] == 0.0

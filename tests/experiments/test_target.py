@@ -3,9 +3,11 @@
 A small Keras MLP is trained in the test on real data (scikit-learn's breast-cancer table, encoded
 by the custom-dataset preparation) for many epochs, so it overfits its members; saved as ``.keras``
 with a DVC record, with a membership CSV. ``target-prepare`` bundles them, and the pipeline runner
-runs train → losses → attack → bounds: membership metrics for both attacks, Epsilon* with its
-interval, and a report section whose provenance shows the model file's DVC digest. The mapped model
-reproduces Keras' losses on the same weights.
+runs train → losses → attack → bounds: per-model membership evidence for both attacks (never an ε
+lower bound), Epsilon* beside its null level, and a report section whose provenance shows the model
+file's DVC digest. The mapped model reproduces Keras' losses on the same weights. Synthetic score
+files drive the bounds stage alone: a leak-free mechanism whose members differ from its
+non-members by a distribution shift, and a declared DP configuration.
 """
 
 from __future__ import annotations
@@ -23,8 +25,18 @@ from dpaudit import pipeline
 from dpaudit.config import load_params
 from dpaudit.data.custom import CustomDataError, prepare_custom_stage
 from dpaudit.data.prepare import DataConfig
+from dpaudit.experiments.base import TrainManifest
+from dpaudit.experiments.target import bounds as target_bounds
+from dpaudit.experiments.target import report as target_report
+from dpaudit.experiments.target.config import (
+    AttackParams,
+    BoundsParams,
+    DeclaredTraining,
+    TargetConfig,
+)
 from dpaudit.experiments.target.design.inputs import load_target_model, prepare_target, read_membership
-from dpaudit.io import read_json
+from dpaudit.io import read_json, write_npz
+from dpaudit.layout import Audit
 from dpaudit.report.spec import ReportSection
 from dpaudit.sensitivity.search import SensitivityConfig, run_sensitivity
 
@@ -98,16 +110,19 @@ def _raw_copy(data: Path, root: Path) -> Path:
 
 
 def test_trained_keras_target_gets_membership_metrics(audited: dict[str, Any]) -> None:
-    metrics = read_json(audited["root"] / "metrics" / "mine-target.json")
+    metrics = read_json(Audit("mine", "target", audited["root"]).results_path)
     for attack in ("loss_threshold", "lira_offline"):
         m = metrics[attack]
-        assert 0.0 <= m["auroc"] <= 1.0 and any(k.startswith("tpr_at_fpr") for k in m)
-        assert any(k.startswith("epsilon_lower_best_valid") for k in m)
+        assert m["auroc_low"] <= m["auroc"] <= m["auroc_high"] and any(k.startswith("tpr_at_fpr") for k in m)
+        assert m["advantage_low"] <= m["advantage"] <= m["advantage_high"]
+    assert not [k for k in _keys(metrics) if "epsilon_lower" in k or "valid" in k]  # evidence, not bounds
     # 150 epochs on 60 records: members' losses are lower, so the attack beats guessing.
     assert metrics["loss_threshold"]["auroc"] > 0.5
     assert metrics["loss_threshold"]["yeom_tpr"] >= metrics["loss_threshold"]["yeom_fpr"]
     star = metrics["epsilon_star"]
-    assert star["interval_low"] <= star["value"] <= star["interval_high"] or star["value"] == 0.0
+    assert star["spread_low"] <= star["spread_high"] and 0.0 <= star["null_mean"] <= star["null_high"]
+    assert star["above_null"] == float(star["value"] > star["null_high"])
+    assert "declared" not in metrics  # nothing declared: no accountant's ε
     assert 0.5 <= metrics["utility"]["accuracy_nonmembers"] <= 1.0
 
 
@@ -147,3 +162,95 @@ def test_membership_file_errors_name_the_file(tmp_path: Path) -> None:
     pd.DataFrame({"index": [0, 1, 2, 3], "member": [1, "yes", 0, 0]}).to_csv(path, index=False)
     with pytest.raises(CustomDataError, match="'yes'"):
         read_membership(path, 10)
+
+
+def _keys(tree: Any, prefix: str = "") -> list[str]:
+    if isinstance(tree, dict):
+        return [k for key, value in tree.items() for k in _keys(value, f"{prefix}{key}.")]
+    return [prefix.rstrip(".")]
+
+
+def _synthetic_audit(root: Path, shift: float, n: int, seed: int) -> tuple[Audit, TrainManifest]:
+    """Score files of an ε = 0 "mechanism": every score depends only on the record, and members are
+    drawn from a distribution shifted by ``shift`` sd (higher score / lower loss), not leaked."""
+    rng = np.random.default_rng(seed)
+    audit = Audit("mine", "target", root)
+    is_member = np.r_[np.ones(n, bool), np.zeros(n, bool)]
+    record = rng.normal(size=2 * n) + shift * is_member  # what the model sees of each record
+    write_npz(audit.attack_dir / "scores.npz", {
+        "loss_threshold": record, "lira_offline": record + 0.1 * rng.normal(size=2 * n),
+        "is_member": is_member,
+        "yeom_threshold": np.array(0.0), "yeom_tpr": np.array(0.5), "yeom_fpr": np.array(0.5),
+    })
+    write_npz(audit.losses_path, {"logit_loss": -record, "accuracy": np.array(0.8)})
+    manifest = TrainManifest(experiment="target", dataset="mine", delta=1e-4,
+                             sizes={"members": n, "nonmembers": n, "pool": 0, "shadows": 4},
+                             seeds={"seed": seed}, mechanisms={}, facts={"source": "reference"})
+    return audit, manifest
+
+
+def test_shift_under_a_leak_free_mechanism_is_never_an_epsilon_lower_bound(tmp_path: Path) -> None:
+    """The old "valid" bound was positive in 38 of 50 repeats here; now no ε lower bound exists at all."""
+    config = TargetConfig(attack=AttackParams(confidence=0.95, fpr_levels=(0.01, 0.1)),
+                          bounds=BoundsParams(bootstrap=10))
+    aurocs = []
+    for seed in range(5):
+        audit, manifest = _synthetic_audit(tmp_path / str(seed), shift=0.2, n=2000, seed=seed)
+        result = target_bounds.bounds(config, audit, manifest)
+        assert not [k for k in _keys(result.metrics) if "epsilon_lower" in k or "valid" in k]
+        for row in result.summary:
+            assert row.epsilon_lower is None and row.epsilon_upper == {}
+            assert row.epsilon_lower_estimator == target_bounds.EVIDENCE_ONLY
+        aurocs.append(result.metrics["lira_offline"]["auroc_low"])
+        section = target_report.section(config, audit, manifest, result)
+        text = " ".join([section.description, *(t.title for t in section.tables),
+                         *(str(c) for t in section.tables for c in t.columns)])
+        assert "ε lower" not in text and "valid" not in text and "best" not in text
+        assert "not a bound on the ε of the training algorithm" in section.description
+        assert section.headline.epsilon_lower is None
+    # The evidence does see the shift (AUROC ≈ Φ(0.2/√2) = 0.556): it is real, about these records,
+    # and says nothing about the training algorithm.
+    assert np.mean(aurocs) > 0.5
+
+
+def test_declared_configuration_gives_every_accountants_epsilon(tmp_path: Path) -> None:
+    from dpaudit.bounds.accountants import all_epsilons
+
+    declared = DeclaredTraining(batch_size=100, dataset_size=2000, epochs=5, noise_multiplier=1.2,
+                                clip_norm=1.0, delta=1e-5)
+    assert declared.q == pytest.approx(0.05) and declared.total_steps == 100
+    config = TargetConfig(attack=AttackParams(fpr_levels=(0.1,)), bounds=BoundsParams(bootstrap=10,
+                                                                                      declared=declared))
+    audit, manifest = _synthetic_audit(tmp_path, shift=0.0, n=300, seed=1)
+    result = target_bounds.bounds(config, audit, manifest)
+    expected = all_epsilons(1.2, 0.05, 100, 1e-5)
+    assert result.metrics["declared"]["epsilon_upper"] == pytest.approx(expected)
+    assert result.metrics["declared"]["steps"] == 100 and result.metrics["declared"]["clip_norm"] == 1.0
+    assert result.summary[0].epsilon_upper == pytest.approx(expected)
+    assert result.summary[0].epsilon_lower is None
+    section = target_report.section(config, audit, manifest, result)
+    table = next(t for t in section.tables if t.id.endswith("declared"))
+    assert [r[0] for r in table.rows] == list(expected)
+    assert f"ε ≤ {min(expected.values()):.3g}" in section.description
+
+
+@pytest.mark.parametrize(
+    ("declared", "key"),
+    [
+        ({"batch_size": 100, "steps": 10, "noise_multiplier": 1.0}, "declared.dataset_size"),
+        ({"sampling_rate": 0.1, "batch_size": 10, "dataset_size": 100, "steps": 10, "noise_multiplier": 1.0},
+         "declared.sampling_rate"),
+        ({"sampling_rate": 0.1, "noise_multiplier": 1.0}, "declared.steps"),
+        ({"sampling_rate": 0.1, "steps": 10}, "declared.noise_multiplier"),
+        ({"sampling_rate": 1.5, "steps": 10, "noise_multiplier": 1.0}, "declared.sampling_rate"),
+        ({"sampling_rate": 0.1, "steps": 10, "noise_multiplier": 1.0, "clip": 1.0}, "declared.clip"),
+    ],
+)
+def test_declared_configuration_errors_name_the_key(declared: dict[str, Any], key: str) -> None:
+    from dpaudit.config import ParamsError
+    from dpaudit.experiments.target.config import config_from_params
+
+    params = copy.deepcopy(load_params(REPO / "params.yaml"))
+    params["target"]["bounds"]["declared"] = declared
+    with pytest.raises(ParamsError, match=f"target.bounds.{key}"):
+        config_from_params(params)

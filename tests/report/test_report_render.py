@@ -188,7 +188,7 @@ def test_provenance(built_report):
     ):
         assert f'<td class="text">{package}</td>' in provenance
     assert "not a git repository" in provenance
-    assert "metrics/adult-membership.json (2 numbers)" in page
+    assert "results/adult-membership.json (2 numbers)" in page
 
 
 def test_empty_root_still_renders(tmp_path):

@@ -289,3 +289,26 @@ def test_loss_observer_records_canary_losses_before_each_update() -> None:
     all_rows = np.ones((2, 12), bool)
     two_steps = train(model, X, y, all_rows, dpsgd.DPSGDConfig(1.0, 0.0, 0.5, 2), init_params=p0)
     np.testing.assert_allclose(recorded[:, 2], model.losses(two_steps.params, X, y)[:, canaries], rtol=1e-4)
+
+
+def test_cnn_strategy_on_cpu_follows_the_rows_per_step() -> None:
+    """CNNs on CPU: one model at a time for full batches, SMALL_BATCH_CHUNK trials a chunk when a
+    step evaluates at most SMALL_BATCH_ROWS rows (gathered Poisson batches); MLPs and GPUs as before."""
+    cnn = models.cnn("c", (12, 12, 1), 3, (4,))
+    mlp = models.mlp("m", 5, 3, (4,))
+    small = dpsgd.SMALL_BATCH_ROWS
+    assert dpsgd.select_strategy(cnn, "CPU") == dpsgd.Strategy("single", 1)
+    assert dpsgd.select_strategy(cnn, "CPU", rows_per_step=small + 1) == dpsgd.Strategy("single", 1)
+    assert dpsgd.select_strategy(cnn, "CPU", rows_per_step=small) == dpsgd.Strategy(
+        "trials", dpsgd.SMALL_BATCH_CHUNK
+    )
+    assert dpsgd.select_strategy(cnn, "GPU", rows_per_step=small) == dpsgd.Strategy("trials", None)
+    assert dpsgd.select_strategy(mlp, "CPU", rows_per_step=small) == dpsgd.Strategy("trials", None)
+    if not tf.config.list_logical_devices("GPU"):
+        mask = np.ones((20, 100), bool)
+        full = dpsgd.DPSGDConfig(1.0, 1.0, 0.1, 2)
+        # q = 0.1 of 100: padded batch 10 + 5·3 + 2 = 27 rows ≤ 32 → SMALL_BATCH_CHUNK (4) a chunk.
+        poisson = dpsgd.DPSGDConfig(1.0, 1.0, 0.1, 2, sampling_rate=0.1)
+        assert dpsgd.chunk_layout(cnn, mask[:, :100], full) == (1, 20)
+        assert dpsgd.chunk_layout(cnn, mask, poisson) == (4, 5)
+        assert dpsgd.chunk_layout(cnn, mask, poisson, batching="masked") == (1, 20)

@@ -1,4 +1,4 @@
-"""Trials sharded over Ray (issue 16): shards equal one process, a killed task is retried, and the
+"""Trials sharded over Ray: shards equal one process, a killed task is retried, and the
 default (local) runner never imports Ray.
 
 One local Ray with 2 CPUs (no dashboard) serves the module and is shut down afterwards; the

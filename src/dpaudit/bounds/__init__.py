@@ -39,8 +39,9 @@ from dpaudit.bounds.epsilon_star import (
     EpsilonStar,
     default_delta,
     epsilon_star_empirical,
+    epsilon_star_null,
     epsilon_star_parametric,
-    epsilon_star_with_interval,
+    epsilon_star_with_null,
     logit_loss,
 )
 from dpaudit.bounds.identifiability import (
@@ -50,6 +51,7 @@ from dpaudit.bounds.identifiability import (
     rho_alpha_from_rdp,
     rho_beta_from_epsilon,
 )
+from dpaudit.bounds.onerun import OneRunAudit, audit_one_run, one_run_ceiling
 from dpaudit.bounds.stepwise import StepMoments, StepwiseBound, stepwise_family_bound
 from dpaudit.bounds.tradeoff import SubsampledGaussian, gdp_epsilon, gdp_mu_lower
 
@@ -57,15 +59,19 @@ __all__ = [
     "ACCOUNTANTS",
     "ESTIMATORS",
     "LowerBound",
+    "OneRunAudit",
     "ScoresAudit",
     "StepMoments",
     "StepwiseBound",
     "SubsampledGaussian",
+    "audit_one_run",
     "audit_scores",
-    "epsilon_star_with_interval",
+    "epsilon_star_null",
+    "epsilon_star_with_null",
     "gdp_epsilon",
     "gdp_lower_bound",
     "gdp_mu_lower",
+    "one_run_ceiling",
     "one_run_lower_bound",
     "stepwise_family_bound",
     "THRESHOLD_METHODS",

@@ -55,6 +55,11 @@ ACCOUNTANTS = ("rdp", "pld", "naive", "advanced")
 PLD_DISCRETIZATION = 1e-3
 PLD_RTOL = 5e-4
 PLD_MIN_DISCRETIZATION = 1e-7
+# The optimistic estimate (``pessimistic=False``) rounds every step's privacy loss down, so it is about
+# T·grid/2 below ε: at strong noise the 1e-3 and 1e-4 grids give 0 (z = 30, q = 0.01, T = 1000: ε =
+# 0.0289), and two zeros "agree". It is refined instead until it lies within PLD_OPTIMISTIC_RTOL
+# (relative) of the pessimistic estimate, which brackets ε from above (:func:`_optimistic_pld_epsilon`).
+PLD_OPTIMISTIC_RTOL = 1e-2
 # PLD composition holds the composed loss distribution in memory; its support grows with T, and at
 # 10^12 steps it needed a 226 GiB array. Compositions beyond this many steps are refused (use ``rdp``).
 PLD_MAX_STEPS = 10_000_000
@@ -148,21 +153,53 @@ def _pld_epsilon_at(
     return max(0.0, float(pld.get_epsilon_for_delta(delta)))
 
 
+def _optimistic_pld_epsilon(z: float, q: float, steps: int, delta: float) -> float:
+    """dp_accounting's optimistic PLD ε (a lower bound on the true ε at any grid), on a grid fine
+    enough that it lies within :data:`PLD_OPTIMISTIC_RTOL` of the pessimistic (connect-the-dots) ε.
+
+    The two bracket ε, so their gap bounds the error of the value returned. The optimistic value is
+    about T·grid/2 below ε (each step's loss is rounded down), so from the bracket's upper end u the
+    next grid is 1.8·rtol·u/T (at most √10 and at least 100 times finer than the last); the
+    pessimistic value, accurate already on coarse grids, is computed only while the bracket is open.
+    If the pessimistic ε is 0, so is ε. At :data:`PLD_MIN_DISCRETIZATION` the optimistic value is
+    returned as it stands (still a lower bound).
+    """
+    interval, upper = PLD_DISCRETIZATION, math.inf
+    while True:
+        lower = _pld_epsilon_at(z, q, steps, delta, interval, pessimistic=False)
+        if lower > 0 and lower >= (1.0 - PLD_OPTIMISTIC_RTOL) * upper:
+            return lower
+        upper = min(upper, _pld_epsilon_at(z, q, steps, delta, interval, pessimistic=True))
+        if upper <= 0.0:
+            return 0.0
+        if lower >= (1.0 - PLD_OPTIMISTIC_RTOL) * upper or interval <= PLD_MIN_DISCRETIZATION:
+            return lower
+        aim = 1.8 * PLD_OPTIMISTIC_RTOL * upper / steps
+        interval = max(PLD_MIN_DISCRETIZATION, interval / 100.0, min(interval / math.sqrt(10.0), aim))
+
+
 def epsilon_pld(
     noise_multiplier: float, sampling_rate: float, steps: int, delta: float, pessimistic: bool = True
 ) -> float:
     """ε of DP-SGD from privacy loss distributions (dp_accounting's PLD), adaptively discretised.
 
-    The privacy-loss grid starts at :data:`PLD_DISCRETIZATION` and is refined by √10 until two
-    successive grids agree within :data:`PLD_RTOL` (0.05 %); the finer value is returned. With
-    ``pessimistic=True`` (default) it is dp_accounting's upper bound — what ``PLDAccountant``
-    computes; ``pessimistic=False`` gives its optimistic estimate, a lower bound on the true ε
-    (used for ε of an audit's lower-bounding mechanism). Agrees with ``PLDAccountant()`` (default
-    grid 1e-4) within 0.1 % where that grid has converged, and is below it where it has not
-    (strong noise); see ``tests/bounds/test_accountants.py``.
+    With ``pessimistic=True`` (default) it is dp_accounting's upper bound — what ``PLDAccountant``
+    computes: the privacy-loss grid starts at :data:`PLD_DISCRETIZATION` and is refined by √10 until
+    two successive grids agree within :data:`PLD_RTOL` (0.05 %); the finer value is returned. It
+    agrees with ``PLDAccountant()`` (default grid 1e-4) within 0.1 % where that grid has converged,
+    and is below it where it has not (strong noise); see ``tests/bounds/test_accountants.py``.
+
+    ``pessimistic=False`` gives dp_accounting's optimistic estimate, a lower bound on the true ε (for
+    ε of an audit's lower-bounding mechanism), within :data:`PLD_OPTIMISTIC_RTOL` (1 %) of the
+    pessimistic one where the finest grid allows (:func:`_optimistic_pld_epsilon`): 0.02866 at
+    (z, q, T, δ) = (30, 0.01, 1000, 1e-5), where ε = 0.02892, in 0.5–0.6 s on a loaded 2-core machine. (The
+    earlier criterion, two successive grids within 0.05 %, accepted two zeros there, and took seconds
+    a call at q = 0.1, T = 100 and minutes at T = 1000 where it did converge.)
     """
     z, q, steps, delta = _check_args(noise_multiplier, sampling_rate, steps, delta)
     check_pld_steps(steps)
+    if not pessimistic:
+        return _optimistic_pld_epsilon(z, q, steps, delta)
     interval = PLD_DISCRETIZATION
     previous = _pld_epsilon_at(z, q, steps, delta, interval, pessimistic)
     while interval > PLD_MIN_DISCRETIZATION:

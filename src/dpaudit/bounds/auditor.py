@@ -25,6 +25,12 @@ both error-rate limits, and every threshold tried, are inside that level):
 
 An estimate (``valid=False``): ``sweep_naive`` (threshold chosen and counted on the same trials).
 
+The headline (:attr:`ScoresAudit.headline`, metric ``epsilon_lower``) counts only what is
+guaranteed for the data at hand: the assumption-free sweeps, and a family or one-run bound only
+when the caller declares that its assumption holds. It states the level the caller asked, jointly
+over every bound it maximises (Bonferroni shares), so scores of unknown origin can never headline
+a Gaussian-family bound: randomised response at ε = 1 gives GDP "bounds" of ∞ at δ = 0.
+
 Attack-strength figures with intervals: TPR at fixed FPR (two-sided Clopper–Pearson interval on the
 TPR at the empirical threshold, conditional on it), AUROC (sklearn; Hanley & McNeil 1982 normal
 interval), advantage max(TPR − FPR) (DKW band, Massart's constant: both empirical CDFs inside
@@ -54,9 +60,11 @@ from dpaudit.bounds.empirical import (
     select_threshold,
 )
 from dpaudit.bounds.tradeoff import SubsampledGaussian, gdp_epsilon, gdp_mu_lower
+from dpaudit.logs import progress
 
 __all__ = [
     "ASSUMPTIONS",
+    "ASSUMPTION_FREE",
     "ESTIMATORS",
     "LowerBound",
     "OneRunBound",
@@ -78,7 +86,8 @@ ASSUMPTIONS = {
     "one_run": "assumes canaries included independently with probability 1/2 in one training run",
 }
 ESTIMATORS = tuple(ASSUMPTIONS)
-JOINT_DETAILS = ("mu_lower", "noise_multiplier_upper")
+#: Estimators that assume nothing about the mechanism: the only ones a headline counts by default.
+ASSUMPTION_FREE = ("sweep_split", "sweep_bonferroni")
 # Share of trials the GDP estimators spend on choosing the threshold (the rest are counted). μ_LB is
 # flat over the middle thresholds of two Gaussians, so a small share finds a good one and leaves
 # most trials for the Clopper–Pearson limits. Tuned on the identifiability setting (ρβ = 0.99,
@@ -87,6 +96,8 @@ JOINT_DETAILS = ("mu_lower", "noise_multiplier_upper")
 GDP_SPLIT_FRACTION = 0.05
 GDP_SELECTIONS = ("midpoint", "split", "bonferroni")
 CAP = 1e308  # ±inf are written as ±1e308 so that every metrics leaf stays a finite number
+#: The headline when no counted bound exists (nothing to maximise over).
+NO_BOUND = "none"
 
 
 def finite(value: float) -> float:
@@ -99,21 +110,34 @@ def finite(value: float) -> float:
 
 @dataclass(frozen=True)
 class LowerBound:
-    """One ε lower bound (or, with ``valid=False``, estimate) and what it rests on."""
+    """One ε lower bound (or, with ``valid=False``, estimate) and what it rests on.
+
+    ``valid``: ``epsilon`` exceeds the true ε with probability at most 1 − ``confidence`` WHEN
+    ``assumption`` holds. ``counted``: the audit's headline maximises over this bound, because its
+    assumption is "none" or is guaranteed by whoever called the auditor (the experiment's own
+    mechanism, or a user's explicit declaration); ``confidence`` of a counted bound is its share of
+    the headline's level.
+    """
 
     epsilon: float
     estimator: str
     assumption: str
     valid: bool
-    confidence: float  # joint level at which ``epsilon`` is a lower bound (claimed only if valid)
+    confidence: float
     details: Mapping[str, float] = field(default_factory=dict)
+    counted: bool = False
 
 
 @dataclass(frozen=True)
 class ScoresAudit:
-    """Everything :func:`audit_scores` found; ``metrics()`` flattens it."""
+    """Everything :func:`audit_scores` found; ``metrics()`` flattens it.
+
+    ``headline`` is the largest counted bound, at the level the caller asked (``confidence``),
+    jointly over every counted bound (each was computed at its Bonferroni share of 1 − confidence).
+    """
 
     lower_bounds: Mapping[str, LowerBound]
+    headline: LowerBound
     tpr_at_fpr: Mapping[float, tuple[float, float, float, float]]  # fpr level → (tpr, low, high, fpr)
     auroc: tuple[float, float, float]  # value, low, high
     advantage: tuple[float, float, float]  # value, low, high
@@ -122,54 +146,43 @@ class ScoresAudit:
     n_in: int
     n_out: int
 
-    def valid_bounds(self, assumptions: bool = True) -> dict[str, LowerBound]:
-        """The valid lower bounds; ``assumptions=False`` keeps only those that assume nothing."""
-        return {
-            name: b
-            for name, b in self.lower_bounds.items()
-            if b.valid and (assumptions or b.assumption == "none")
-        }
+    def counted_bounds(self) -> dict[str, LowerBound]:
+        """The bounds the headline maximises over."""
+        return {name: b for name, b in self.lower_bounds.items() if b.counted}
 
-    def best_valid(self, assumptions: bool = True) -> LowerBound:
-        """The largest valid bound. Taking the maximum of m bounds each at level c is a bound at
-        1 − m(1 − c) (union bound), which the returned ``confidence`` states; pre-register one
-        estimator instead to keep level c."""
-        bounds = self.valid_bounds(assumptions)
-        if not bounds:
-            return LowerBound(0.0, "none", "none", True, 1.0, {})
-        best = max(bounds.values(), key=lambda b: b.epsilon)
-        level = 1.0 - len(bounds) * (1.0 - self.confidence)
-        return replace(best, confidence=max(level, 0.0), details={**best.details, "of_bounds": len(bounds)})
+    def best_valid(self) -> LowerBound:
+        """The headline: the largest counted bound, at the joint level ``confidence``."""
+        return self.headline
 
     def metrics(self) -> dict[str, float]:
-        """Flat dict of finite numbers; names carry the estimator and the (joint) confidence level."""
-        c = _pct(self.confidence)
+        """Flat dict of finite numbers with stable names (no level or count inside a key).
+
+        ``epsilon_lower`` is the headline at ``confidence``; ``epsilon_lower_<estimator>`` each
+        valid bound (``<estimator>_confidence`` its own level, ``<estimator>_counted`` 1 if the
+        headline counts it); ``epsilon_estimate_<estimator>`` estimates; attack-strength figures
+        with ``_low``/``_high`` two-sided intervals at ``confidence``.
+        """
         out: dict[str, float] = {"delta": self.delta, "confidence": self.confidence}
         out["n_in"], out["n_out"] = float(self.n_in), float(self.n_out)
+        out["epsilon_lower"] = finite(self.headline.epsilon)
+        out["counted_bounds"] = float(len(self.counted_bounds()))
         for name, b in self.lower_bounds.items():
-            key = f"epsilon_lower_{name}_joint{c}" if b.valid else f"epsilon_estimate_{name}"
+            key = f"epsilon_lower_{name}" if b.valid else f"epsilon_estimate_{name}"
             out[key] = finite(b.epsilon)
+            if b.valid:
+                out[f"{name}_confidence"] = b.confidence
+                out[f"{name}_counted"] = float(b.counted)
             for detail, value in b.details.items():
-                # μ_LB and z_UB hold at the bound's joint level; the rate limits at ``limit_level``.
-                joint = f"_joint{c}" if detail in JOINT_DETAILS and b.valid else ""
-                out[f"{name}_{detail}{joint}"] = finite(value)
-        best = self.best_valid()
-        out[f"epsilon_lower_best_valid_joint{_pct(best.confidence)}"] = finite(best.epsilon)
+                out[f"{name}_{detail}"] = finite(value)
         for level, (tpr, low, high, fpr) in self.tpr_at_fpr.items():
             tag = _level_tag(level)
             out[f"tpr_at_fpr_{tag}"] = tpr
-            out[f"tpr_at_fpr_{tag}_low_ci{c}"] = low
-            out[f"tpr_at_fpr_{tag}_high_ci{c}"] = high
+            out[f"tpr_at_fpr_{tag}_low"] = low
+            out[f"tpr_at_fpr_{tag}_high"] = high
             out[f"tpr_at_fpr_{tag}_achieved_fpr"] = fpr
-        out["auroc"], out[f"auroc_low_ci{c}"], out[f"auroc_high_ci{c}"] = self.auroc
-        out["advantage"], out[f"advantage_low_ci{c}"], out[f"advantage_high_ci{c}"] = self.advantage
+        out["auroc"], out["auroc_low"], out["auroc_high"] = self.auroc
+        out["advantage"], out["advantage_low"], out["advantage_high"] = self.advantage
         return {key: float(value) if math.isfinite(value) else finite(value) for key, value in out.items()}
-
-
-def _pct(level: float) -> str:
-    """0.95 → '95', 0.999 → '99p9' (metric-name safe)."""
-    text = f"{100 * level:.4g}"
-    return text.replace(".", "p")
 
 
 def _level_tag(level: float) -> str:
@@ -260,7 +273,7 @@ def _midpoint_counts(
     if not 0.0 < split_fraction < 1.0:
         raise ValueError(f"split_fraction must lie in (0, 1), got {split_fraction!r}")
     rng = np.random.default_rng(seed)
-    pos, neg = rng.permutation(pos), rng.permutation(neg)
+    pos, neg = rng.permutation(np.sort(pos)), rng.permutation(np.sort(neg))  # order-free: sort first
     cut_pos = min(max(int(round(pos.size * split_fraction)), 1), pos.size - 1)
     cut_neg = min(max(int(round(neg.size * split_fraction)), 1), neg.size - 1)
     a, b = float(np.median(pos[:cut_pos])), float(np.median(neg[:cut_neg]))
@@ -316,6 +329,7 @@ def one_run_lower_bound(
     k_negative: int,
     delta: float,
     confidence: float = 0.95,
+    seed: int = 0,
 ) -> OneRunBound:
     """One-run ε lower bound — Steinke, Nasr & Jagielski 2023, "Privacy Auditing with One (1) Training Run".
 
@@ -328,6 +342,11 @@ def one_run_lower_bound(
     1e-6). ε here is per canary: what (ε, δ)-DP promises about adding or removing one canary.
     Choosing k₊, k₋ after looking at the result is not covered; :func:`audit_scores` tries a few
     and divides 1 − confidence among them (Bonferroni).
+
+    Tied scores are ordered at random from ``seed``, independently of ``included`` (a guess may use
+    the scores and outside randomness only): the pairs are first put in a canonical order, so the
+    bound is a function of the multiset of (score, included) pairs and ``seed``, whatever the input
+    order.
     """
     s = _as_scores(scores, "scores")
     inc = np.asarray(included).ravel().astype(bool)
@@ -340,7 +359,10 @@ def one_run_lower_bound(
         raise ValueError(
             f"need k_positive, k_negative >= 0 with 0 < sum <= {m}, got {k_positive}, {k_negative}"
         )
-    order = np.argsort(s, kind="stable")
+    canonical = np.lexsort((inc, s))
+    s, inc = s[canonical], inc[canonical]
+    tie_break = np.random.default_rng(seed).random(m)
+    order = np.lexsort((tie_break, s))
     correct = int(np.sum(inc[order[m - k_positive :]])) if k_positive else 0
     correct += int(np.sum(~inc[order[:k_negative]])) if k_negative else 0
     guesses = k_positive + k_negative
@@ -366,15 +388,23 @@ def one_run_lower_bound(
 
 
 def _one_run_sweep(
-    in_scores: np.ndarray, out_scores: np.ndarray, delta: float, confidence: float, fractions: Sequence[float]
+    in_scores: np.ndarray,
+    out_scores: np.ndarray,
+    delta: float,
+    confidence: float,
+    fractions: Sequence[float],
+    seed: int,
 ) -> LowerBound:
+    """The one-run bound, Bonferroni over the guess counts k₊ = k₋ = fraction · m/2 tried."""
     scores = np.concatenate([in_scores, out_scores])
     included = np.concatenate([np.ones(in_scores.size, bool), np.zeros(out_scores.size, bool)])
     per = 1.0 - (1.0 - confidence) / len(fractions)
     best: OneRunBound | None = None
     for fraction in fractions:
         k = max(1, int(round(fraction * scores.size / 2)))
-        bound = one_run_lower_bound(scores, included, k_positive=k, k_negative=k, delta=delta, confidence=per)
+        bound = one_run_lower_bound(
+            scores, included, k_positive=k, k_negative=k, delta=delta, confidence=per, seed=seed
+        )
         if best is None or bound.epsilon > best.epsilon:
             best = bound
     assert best is not None
@@ -435,6 +465,28 @@ def _advantage(pos: np.ndarray, neg: np.ndarray, confidence: float) -> tuple[flo
 # --------------------------------------------------------------------------------------------- auditor
 
 
+def _headline_set(
+    headline: Sequence[str] | None, assume_gaussian: bool, mechanism: SubsampledGaussian | None, one_run: bool
+) -> tuple[str, ...]:
+    """The estimators the headline maximises over; each assumption must be declared by the caller."""
+    declared = {"gdp": assume_gaussian, "subsampled_gaussian": mechanism is not None, "one_run": one_run}
+    if headline is None:
+        return ASSUMPTION_FREE + tuple(name for name, ok in declared.items() if ok)
+    names = tuple(dict.fromkeys(headline))
+    if not names:
+        raise ValueError("headline must name at least one estimator")
+    for name in names:
+        if name not in ESTIMATORS or name == "sweep_naive":
+            valid = [e for e in ESTIMATORS if e != "sweep_naive"]
+            raise ValueError(f"headline estimator {name!r} is not a valid bound; choose from {valid}")
+        if not declared.get(name, True):
+            flags = {"gdp": "assume_gaussian=True", "subsampled_gaussian": "mechanism="}
+            need = flags.get(name, "one_run=True")
+            what = ASSUMPTIONS[name].split(" with")[0]
+            raise ValueError(f"headline estimator {name!r} {what}: pass {need} to declare it")
+    return names
+
+
 def audit_scores(
     in_scores: np.ndarray,
     out_scores: np.ndarray,
@@ -442,24 +494,31 @@ def audit_scores(
     delta: float,
     confidence: float = 0.95,
     mechanism: SubsampledGaussian | None = None,
+    assume_gaussian: bool = False,
+    headline: Sequence[str] | None = None,
     fpr_levels: Sequence[float] = (0.001, 0.01, 0.05),
     seed: int = 0,
     gdp_selection: str = "midpoint",
     one_run: bool = False,
     one_run_fractions: Sequence[float] = (0.01, 0.05, 0.2, 1.0),
     max_thresholds: int = 200,
+    show_progress: bool = False,
 ) -> ScoresAudit:
-    """Audit attack scores: ε lower bounds per estimator, TPR at fixed FPR, AUROC, advantage.
+    """Audit attack scores: ε lower bounds per estimator, a headline, TPR at fixed FPR, AUROC, advantage.
 
     ``in_scores``: one score per trial on the world with the target (D, member); ``out_scores``:
-    without. Higher = "in". ``confidence`` is the joint level of every bound and interval. δ = 0 is
-    allowed (pure DP; GDP-type bounds are then ∞ for μ_LB > 0, written 1e308 in metrics).
+    without. Higher = "in". δ = 0 is allowed (pure DP; GDP-type bounds are then ∞ for μ_LB > 0,
+    written 1e308 in metrics).
 
-    ``mechanism``: ``None`` reports ``gdp`` (valid for full-batch Gaussian mechanisms only);
-    ``SubsampledGaussian(q, T)`` adds ``subsampled_gaussian`` (use it, not ``gdp``, when q < 1).
-    ``one_run=True``: the scores are canaries of ONE run with independent 1/2 inclusion (in = the
-    included ones); adds ``one_run`` with k₊ = k₋ = fraction · m/2 for each of ``one_run_fractions``
-    and Bonferroni over them. Many-run trials (one model per trial) need ``one_run=False``.
+    The headline counts only bounds whose assumption is guaranteed: by default the assumption-free
+    sweeps, plus ``gdp`` if ``assume_gaussian`` (the caller guarantees a full-batch Gaussian
+    mechanism), ``subsampled_gaussian`` if ``mechanism=SubsampledGaussian(q, T)`` is declared, and
+    ``one_run`` if ``one_run`` (the scores are canaries of ONE run, each included independently with
+    probability 1/2 by the audit; k₊ = k₋ = fraction · m/2 for each of ``one_run_fractions``,
+    Bonferroni over them). ``headline`` pre-registers a subset instead (e.g. ``("gdp",)``). The k
+    counted bounds are each computed at 1 − (1 − confidence)/k, so their maximum holds at
+    ``confidence`` (union bound); the others, and the intervals, at ``confidence``. Bounds whose
+    assumption nobody declared are still reported (``counted=False``), never in the headline.
     """
     pos = _as_scores(in_scores, "in_scores")
     neg = _as_scores(out_scores, "out_scores")
@@ -468,10 +527,20 @@ def audit_scores(
     for level in fpr_levels:
         if not 0.0 < level < 1.0:
             raise ValueError(f"fpr_levels must lie in (0, 1), got {level!r}")
+    counted = _headline_set(headline, assume_gaussian, mechanism, one_run)
+    share = 1.0 - (1.0 - confidence) / len(counted)
+
+    def level_of(name: str) -> float:
+        return share if name in counted else confidence
+
+    steps = ["sweep_split", "sweep_bonferroni", "sweep_naive", "gdp"]
+    steps += ["subsampled_gaussian"] * (mechanism is not None) + ["one_run"] * one_run
+    bar = progress(total=len(steps), desc="scores auditor", unit="estimator", disable=not show_progress)
     bounds: dict[str, LowerBound] = {}
     for method in ("split", "bonferroni", "naive"):
-        sweep = epsilon_lower_from_scores(pos, neg, delta, confidence, method, seed, max_thresholds)  # type: ignore[arg-type]
         name = f"sweep_{method}"
+        level = level_of(name)
+        sweep = epsilon_lower_from_scores(pos, neg, delta, level, method, seed, max_thresholds)  # type: ignore[arg-type]
         details = {
             "threshold": sweep.threshold,
             "fpr_upper": sweep.fpr_upper,
@@ -480,32 +549,27 @@ def audit_scores(
             "advantage": sweep.advantage,
         }
         bounds[name] = LowerBound(
-            sweep.epsilon_lower, name, ASSUMPTIONS[name], method != "naive", confidence, details
+            sweep.epsilon_lower, name, ASSUMPTIONS[name], method != "naive", level, details, name in counted
         )
-    bounds["gdp"] = gdp_lower_bound(
-        pos,
-        neg,
-        delta=delta,
-        confidence=confidence,
-        selection=gdp_selection,
-        seed=seed,
-        max_thresholds=max_thresholds,
-    )
+        bar.update()
+    common = {"delta": delta, "selection": gdp_selection, "seed": seed, "max_thresholds": max_thresholds}
+    gdp = gdp_lower_bound(pos, neg, confidence=level_of("gdp"), **common)
+    bounds["gdp"] = replace(gdp, counted="gdp" in counted)
+    bar.update()
     if mechanism is not None:
-        bounds["subsampled_gaussian"] = gdp_lower_bound(
-            pos,
-            neg,
-            delta=delta,
-            confidence=confidence,
-            selection=gdp_selection,
-            seed=seed,
-            max_thresholds=max_thresholds,
-            mechanism=mechanism,
+        family = gdp_lower_bound(
+            pos, neg, confidence=level_of("subsampled_gaussian"), mechanism=mechanism, **common
         )
+        bounds["subsampled_gaussian"] = replace(family, counted="subsampled_gaussian" in counted)
+        bar.update()
     if one_run:
-        bounds["one_run"] = _one_run_sweep(pos, neg, delta, confidence, one_run_fractions)
+        found = _one_run_sweep(pos, neg, delta, level_of("one_run"), one_run_fractions, seed)
+        bounds["one_run"] = replace(found, counted="one_run" in counted)
+        bar.update()
+    bar.close()
     return ScoresAudit(
         lower_bounds=bounds,
+        headline=_headline_of(bounds, counted, confidence),
         tpr_at_fpr={float(level): _tpr_at_fpr(pos, neg, float(level), confidence) for level in fpr_levels},
         auroc=_auroc(pos, neg, confidence),
         advantage=_advantage(pos, neg, confidence),
@@ -514,3 +578,10 @@ def audit_scores(
         n_in=pos.size,
         n_out=neg.size,
     )
+
+
+def _headline_of(bounds: Mapping[str, LowerBound], counted: Sequence[str], confidence: float) -> LowerBound:
+    """The largest counted bound, restated at the joint level; its details say how many it beat."""
+    best = max((bounds[name] for name in counted), key=lambda b: b.epsilon)
+    details = {**best.details, "counted_bounds": float(len(counted)), "share_level": best.confidence}
+    return replace(best, confidence=confidence, details=details)

@@ -330,7 +330,8 @@ def select_threshold(
         if not 0.0 < split_fraction < 1.0:
             raise ValueError(f"split_fraction must lie in (0, 1), got {split_fraction!r}")
         rng = np.random.default_rng(seed)
-        pos, neg = rng.permutation(pos), rng.permutation(neg)
+        # Sorting first makes the split a function of the multiset of scores, not of their order.
+        pos, neg = rng.permutation(np.sort(pos)), rng.permutation(np.sort(neg))
         cut_pos = min(max(int(round(pos.size * split_fraction)), 1), pos.size - 1)
         cut_neg = min(max(int(round(neg.size * split_fraction)), 1), neg.size - 1)
         pos_sel, pos_eval = np.sort(pos[:cut_pos]), np.sort(pos[cut_pos:])

@@ -231,8 +231,12 @@ def _one_grid_optimistic_epsilon(
     noise_multiplier: float, sampling_rate: float, steps: int, delta: float, discretization: float
 ) -> float:
     """ε(δ) from dp_accounting's optimistic PLD on one grid: it underestimates ε by about
-    T·grid/2 (q = 0.1, T = 100, z = 2.42: 1.765 at 1e-3, 1.810 at 1e-4, against 1.815 pessimistic)."""
+    T·grid/2 (q = 0.1, T = 100, z = 2.42: 1.765 at 1e-3, 1.810 at 1e-4, against 1.815 pessimistic).
+    Where that exceeds 1 % of the value (strong noise: the grid rounds ε to 0 at z = 30, q = 0.01,
+    T = 1000), the accountants' adaptive optimistic ε is taken if larger; both are lower bounds."""
     from dp_accounting.pld import privacy_loss_distribution
+
+    from dpaudit.bounds.accountants import PLD_OPTIMISTIC_RTOL, epsilon_pld
 
     pld = privacy_loss_distribution.from_gaussian_mechanism(
         standard_deviation=noise_multiplier,
@@ -241,4 +245,7 @@ def _one_grid_optimistic_epsilon(
         pessimistic_estimate=False,
         use_connect_dots=False,
     ).self_compose(steps)
-    return float(pld.get_epsilon_for_delta(delta))
+    value = max(0.0, float(pld.get_epsilon_for_delta(delta)))
+    if steps * discretization / 2.0 > PLD_OPTIMISTIC_RTOL * value:
+        value = max(value, epsilon_pld(noise_multiplier, sampling_rate, steps, delta, pessimistic=False))
+    return value

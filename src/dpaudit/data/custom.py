@@ -29,8 +29,10 @@ unbounded inputs that standardisation gives them.
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
 import re
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,6 +54,8 @@ from dpaudit.sensitivity.measures import MEASURE_KINDS, MEASURES
 #: File suffixes :func:`load_custom` reads, by format.
 FORMATS: dict[str, str] = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".npz": "npz"}
 
+log = logging.getLogger(__name__)
+
 #: Dissimilarity measures that apply to tabular data (the sensitivity search's choices).
 TABULAR_MEASURES: tuple[str, ...] = tuple(m for m in MEASURES if "tabular" in MEASURE_KINDS[m])
 
@@ -60,6 +64,19 @@ TABULAR_MEASURES: tuple[str, ...] = tuple(m for m in MEASURES if "tabular" in ME
 NUMERIC_LOOKING = 0.9
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
+
+#: Values of an auto-detected categorical column that look like dates or like lists: one-hot
+#: encoding them makes one feature per distinct date or list (a date column of 219 days became 219
+#: columns), which is almost never what the user meant, so such a column must be declared.
+_DATE_LIKE = re.compile(
+    r"^\d{4}[-/.]\d{1,2}[-/.]\d{1,2}([ T]\d{1,2}:\d{2}(:\d{2}(\.\d+)?)?([+-]\d{2}:?\d{2}|Z)?)?$"
+    r"|^\d{1,2}[-/.]\d{1,2}[-/.]\d{2,4}$"
+)
+_LIST_LIKE = re.compile(r"^\s*(\[.*\]|\(.*,.*\)|\{.*\})\s*$")
+
+#: A categorical column with more distinct values than this is reported in the log (one-hot gives
+#: one feature per value).
+MANY_CATEGORIES = 50
 
 
 class CustomDataError(ValueError):
@@ -210,6 +227,34 @@ def verify_against_dvc(path: str | Path) -> str:
     raise DvcDigestError(str(path), expected, actual)
 
 
+def committed_record_md5(path: str | Path) -> str | None:
+    """The md5 that git's ``HEAD`` commit records for ``path`` in ``<path>.dvc``, or None when the
+    record is not committed (or git is not available).
+
+    ``dvc add`` of a changed file, and ``dvc repro``, which re-records a changed tracked file before
+    running the stages that depend on it, both rewrite ``<path>.dvc`` in the working tree; the digest
+    check then passes. Comparing with the committed record tells an audit of the committed data from
+    an audit of an uncommitted new version, which the download stage logs and records.
+    """
+    path = Path(path)
+    try:
+        shown = subprocess.run(
+            ["git", "show", f"HEAD:./{path.name}.dvc"],
+            cwd=path.parent if str(path.parent) else ".",
+            capture_output=True, text=True, timeout=30, check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if shown.returncode != 0:
+        return None
+    try:
+        record = yaml.safe_load(shown.stdout)
+        md5 = record["outs"][0]["md5"]
+    except (yaml.YAMLError, KeyError, IndexError, TypeError):
+        return None
+    return md5 if isinstance(md5, str) else None
+
+
 # ----------------------------------------------------------------------------------------- loading
 
 
@@ -233,6 +278,13 @@ def _read_table(spec: CustomDatasetSpec) -> pd.DataFrame:
                     f"set 'features' and 'label' to the keys of the feature and label arrays"
                 )
             X, y = f[spec.features], f[spec.label]
+            for key, array in ((spec.features, X), (spec.label, y)):
+                if np.iscomplexobj(array):
+                    raise CustomDataError(
+                        f"{path}: array {key!r} holds complex numbers ({array.dtype}); dpaudit would have to "
+                        f"drop their imaginary parts. Store real features (e.g. real and imaginary parts "
+                        f"as two columns)"
+                    )
     except pd.errors.EmptyDataError as exc:
         raise CustomDataError(f"{path}: the file is empty (no header, no rows)") from exc
     except CustomDataError:
@@ -253,8 +305,27 @@ def _read_table(spec: CustomDatasetSpec) -> pd.DataFrame:
     return table
 
 
+def _is_complex(values: pd.Series) -> bool:
+    """Whether a column holds complex numbers (a complex dtype, or complex objects)."""
+    if pd.api.types.is_complex_dtype(values):
+        return True
+    if values.dtype != object:
+        return False
+    return bool(values.map(lambda v: isinstance(v, complex | np.complexfloating)).any())
+
+
 def _check_numeric(path: Path, column: str, values: pd.Series, fmt: str, declared: bool) -> pd.Series:
-    """Convert to float64 or raise naming the column, the first bad row and its value."""
+    """Convert to float64 or raise naming the column, the first bad row and its value.
+
+    Refused besides non-numbers: complex numbers (converting would drop the imaginary part), infinite
+    values, and a column whose range max − min overflows float64 (min-max scaling would map every value
+    to the same number).
+    """
+    if _is_complex(values):
+        raise CustomDataError(
+            f"{path}: column {column!r} holds complex numbers; dpaudit would have to drop their imaginary "
+            f"parts. Store real features (e.g. real and imaginary parts as two columns)"
+        )
     text = values.where(values.isna(), values.astype(str).str.strip()) if values.dtype == object else values
     parsed = pd.to_numeric(text, errors="coerce")
     bad = parsed.isna() & values.notna()
@@ -269,7 +340,23 @@ def _check_numeric(path: Path, column: str, values: pd.Series, fmt: str, declare
             f"{_row(position, fmt)} ({int(bad.sum())} such values); fix the file, or list the column "
             f"under 'categorical' if its values are categories"
         )
-    return parsed.astype(np.float64)
+    numbers = parsed.astype(np.float64)
+    infinite = ~np.isfinite(numbers.to_numpy()) & numbers.notna().to_numpy()
+    if infinite.any():
+        position = int(np.flatnonzero(infinite)[0])
+        raise CustomDataError(
+            f"{path}: column {column!r} has an infinite value {values.iloc[position]!r} at "
+            f"{_row(position, fmt)} ({int(infinite.sum())} such values); the features are min-max scaled, "
+            f"which needs finite numbers: replace or drop those rows"
+        )
+    present = numbers.dropna()
+    if len(present) and not math.isfinite(float(present.max()) - float(present.min())):
+        raise CustomDataError(
+            f"{path}: column {column!r} spans [{present.min():.6g}, {present.max():.6g}]: its range "
+            f"max − min overflows float64 (limit {np.finfo(np.float64).max:.6g}), so min-max scaling "
+            f"would collapse the whole column to one value; rescale the column in the file"
+        )
+    return numbers
 
 
 def _mostly_numeric(values: pd.Series) -> bool:
@@ -281,6 +368,31 @@ def _mostly_numeric(values: pd.Series) -> bool:
     return bool(parsed.notna().mean() >= NUMERIC_LOOKING)
 
 
+def _refuse_implicit_category(path: Path, column: str, values: pd.Series) -> None:
+    """Refuse an auto-detected categorical column of dates or lists (declare it to keep one-hot)."""
+    if pd.api.types.is_datetime64_any_dtype(values) or pd.api.types.is_timedelta64_dtype(values):
+        kind, example = "dates or times", values.dropna().iloc[0] if values.notna().any() else None
+    else:
+        present = values.dropna()
+        if pd.api.types.is_bool_dtype(values) or len(present) == 0:
+            return
+        sample = present.astype(str).str.strip().drop_duplicates().head(500)
+        if sample.str.match(_DATE_LIKE).mean() >= NUMERIC_LOOKING:
+            kind = "dates"
+        elif sample.str.match(_LIST_LIKE).mean() >= NUMERIC_LOOKING:
+            kind = "lists"
+        else:
+            return
+        example = sample.iloc[0]
+    distinct = int(values.nunique())
+    raise CustomDataError(
+        f"{path}: column {column!r} holds {kind} (e.g. {example!r}, {distinct} distinct values); one-hot "
+        f"encoding would make one feature per distinct value. Convert it to numbers in the file (e.g. days "
+        f"since a reference date, or one column per list element), drop it, or list it under "
+        f"'categorical' to one-hot encode it deliberately"
+    )
+
+
 def column_types(table: pd.DataFrame, spec: CustomDatasetSpec) -> tuple[list[str], list[str]]:
     """``(numeric, categorical)`` feature columns: declared ones, then auto-detected ones, file order."""
     features = [c for c in table.columns if c != spec.label]
@@ -290,9 +402,14 @@ def column_types(table: pd.DataFrame, spec: CustomDatasetSpec) -> tuple[list[str
             numeric.append(column)
         elif column in spec.categorical or pd.api.types.is_bool_dtype(table[column]):
             categorical.append(column)
-        elif pd.api.types.is_numeric_dtype(table[column]) or _mostly_numeric(table[column]):
+        elif pd.api.types.is_timedelta64_dtype(table[column]):
+            _refuse_implicit_category(Path(spec.path), column, table[column])
+        elif pd.api.types.is_numeric_dtype(table[column]) or _is_complex(table[column]) or _mostly_numeric(
+            table[column]
+        ):
             numeric.append(column)
         else:
+            _refuse_implicit_category(Path(spec.path), column, table[column])
             categorical.append(column)
     return numeric, categorical
 
@@ -339,7 +456,17 @@ def load_custom(spec: CustomDatasetSpec) -> tuple[pd.DataFrame, np.ndarray]:
             f"{path}: label column {spec.label!r} holds a non-integer number {labels.iloc[position]!r} at "
             f"{_row(position, fmt)}: dpaudit audits classifiers; bin a continuous target into classes"
         )
+    if _is_complex(labels):
+        raise CustomDataError(
+            f"{path}: label column {spec.label!r} holds complex numbers; labels must be classes"
+        )
     classes = pd.unique(labels)
+    if len(classes) > len(labels) / 2:
+        raise CustomDataError(
+            f"{path}: label column {spec.label!r} has {len(classes)} classes in {len(labels)} rows (limit: "
+            f"at most {len(labels) // 2}, two rows per class on average); a column with (almost) one class "
+            f"per row is an identifier or a continuous value, not a class label"
+        )
     if len(classes) < 2:
         raise CustomDataError(
             f"{path}: label column {spec.label!r} has a single class ({classes[0]!r}); "
@@ -363,6 +490,12 @@ def load_custom(spec: CustomDatasetSpec) -> tuple[pd.DataFrame, np.ndarray]:
                 f"({int(missing.sum())} missing); fill or drop those rows"
             )
         features[column] = values if column in numeric else values.astype(str)
+        if column not in numeric and values.nunique() > MANY_CATEGORIES:
+            log.warning(
+                "%s: categorical column %r has %d distinct values: one-hot encoding makes one feature per "
+                "value; declare it under 'numeric' or preprocess it if that is not intended",
+                path, column, int(values.nunique()),
+            )
     return features, labels.to_numpy()
 
 
@@ -497,8 +630,10 @@ def download_custom(spec: CustomDatasetSpec, out_dir: str | Path) -> str:
     """``download-custom@<name>``: verify the file against its ``.dvc`` digest and copy it into ``out_dir``.
 
     ``out_dir`` (``data/raw/<name>/``) receives the verified copy under the file's own name and a
-    ``manifest.json`` recording the source path, the md5 ``dvc add`` recorded, the sha256 and the
-    size. Everything is written atomically: a mismatch leaves no ``out_dir`` behind. Returns the md5.
+    ``manifest.json`` recording the source path, the md5 ``dvc add`` recorded, the md5 git's HEAD
+    records (:func:`committed_record_md5`; a differing or missing one is logged as a warning and
+    named in the note the report's provenance shows), the sha256 and the size. Everything is written
+    atomically: a mismatch leaves no ``out_dir`` behind. Returns the md5.
     """
     import shutil
 
@@ -508,6 +643,14 @@ def download_custom(spec: CustomDatasetSpec, out_dir: str | Path) -> str:
     source = Path(spec.path)
     md5 = verify_against_dvc(source)
     sha256 = hashlib.sha256(source.read_bytes()).hexdigest()
+    committed = committed_record_md5(source)
+    if committed == md5:
+        version = f"the version committed to git (DVC md5 {md5})"
+    else:
+        before = f"git HEAD records md5 {committed}" if committed else f"{source}.dvc is not committed to git"
+        version = (f"a NEW version not committed to git: md5 {md5} ({before}); commit {source}.dvc to make "
+                   f"it the audited version of record")
+        log.warning("%s: auditing %s", source, version)
     with atomic_directory(out_dir) as tmp:
         shutil.copyfile(source, tmp / source.name)
         write_json(
@@ -517,9 +660,10 @@ def download_custom(spec: CustomDatasetSpec, out_dir: str | Path) -> str:
                 "source": str(source),
                 "file": source.name,
                 "md5": md5,
+                "committed_md5": committed,
                 "sha256": sha256,
                 "size": source.stat().st_size,
-                "note": f"your own data: {source} (DVC md5 {md5}), verified against {source}.dvc",
+                "note": f"your own data: {source}, {version}; verified against {source}.dvc",
             },
         )
     return md5
@@ -531,7 +675,8 @@ def prepare_custom_stage(
     """``prepare-custom@<name>``: :func:`prepare_custom` on the verified copy in ``raw_dir``; write the
     prepared ``out_path`` (``.npz``) and its provenance JSON (:func:`provenance_path`) atomically.
 
-    The provenance names the user's file (``spec.path``), not the copy, and its DVC md5.
+    The provenance names the user's file (``spec.path``), not the copy, its DVC md5 and the md5 that
+    git's HEAD records (``committed_md5``; differs, or is null, when an uncommitted version is audited).
     """
     from dataclasses import replace
 
@@ -541,7 +686,51 @@ def prepare_custom_stage(
     if not copy.is_file():
         raise FileNotFoundError(f"{copy} does not exist: run `dvc repro download-custom@{spec.name}` first")
     prepared, provenance = prepare_custom(replace(spec, path=str(copy)))
-    provenance = {**provenance, "file": str(spec.path), "verified_copy": str(copy)}
+    provenance = {**provenance, "file": str(spec.path), "verified_copy": str(copy),
+                  "committed_md5": committed_record_md5(spec.path)}
     prepared.save(out_path)
     write_json(provenance_path(out_path), provenance)
     return prepared, provenance
+
+
+# ------------------------------------------------------------------------------------ the check
+
+
+@dataclass(frozen=True)
+class DatasetSize:
+    """A dataset's sizes as the prepare stage will produce them, known at ``check`` time: rows of the
+    population, |D|, the evaluation set, the pool U \\ D (the rest), one input's shape, the classes."""
+
+    rows: int
+    train: int
+    eval: int
+    input_shape: tuple[int, ...]
+    num_classes: int
+
+    @property
+    def pool(self) -> int:
+        return self.rows - self.train - self.eval
+
+
+def dataset_size(data: Any, name: str) -> DatasetSize | None:
+    """The :class:`DatasetSize` of ``name`` under ``data`` (a validated
+    :class:`~dpaudit.data.prepare.DataConfig`), before the download and prepare stages have run.
+
+    A built-in dataset's population comes from :data:`dpaudit.data.parsers.POPULATIONS` and its sizes
+    from ``data.prepare.<name>``; a custom dataset is loaded and encoded as the prepare stage would
+    (:func:`prepare_custom`: the one-hot width depends on the pool's categories). None for any other
+    name (a target model's dataset, prepared from its membership file).
+    """
+    from dpaudit.data.parsers import POPULATIONS
+
+    if name in getattr(data, "custom", {}):
+        spec = data.custom_spec(name)
+        prepared, _ = prepare_custom(spec)
+        return DatasetSize(len(prepared.X), len(prepared.train_idx), len(prepared.eval_idx),
+                           tuple(prepared.input_shape), int(prepared.num_classes))
+    if name not in DATASET_NAMES:
+        return None
+    pool = data.pool_for(name)
+    shape = POPULATIONS[f"{name}:{pool}" if pool else name]
+    sizes = data.prepare_for(name)
+    return DatasetSize(shape.rows, sizes.train_size, sizes.eval_size, shape.input_shape, shape.num_classes)

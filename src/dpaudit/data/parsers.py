@@ -353,3 +353,31 @@ def parse_digits() -> ParsedData:
         num_classes=10,
         feature_names=image_feature_names((8, 8, 1)),
     )
+
+
+@dataclass(frozen=True)
+class PopulationShape:
+    """What a built-in dataset's parser returns, known before any file is read: the number of rows
+    of the population, the shape of one input and the number of classes. The ``check`` stage uses
+    these to refuse sizes that do not fit before the download and prepare stages have run."""
+
+    rows: int
+    input_shape: tuple[int, ...]
+    num_classes: int
+
+
+#: The parsers' output per built-in dataset (mnist per ``data.prepare.mnist.pool``). adult keeps the
+#: 45,222 rows without missing values of the official 48,842 (train + test files) and one-hot encodes
+#: them to 104 features; digits is scikit-learn's 1,797 8×8 images; MNIST has 60,000 training and
+#: 10,000 test images; Purchase-100 197,324 rows of 600 binary features; CIFAR-10 the 50,000 + 10,000
+#: images of its six batches. ``tests/test_input_reliability.py`` checks adult and digits against the
+#: parsers themselves (the other three need the network).
+POPULATIONS: dict[str, PopulationShape] = {
+    "adult": PopulationShape(45_222, (104,), 2),
+    "digits": PopulationShape(1_797, (8, 8, 1), 10),
+    "mnist:train": PopulationShape(60_000, (28, 28, 1), 10),
+    "mnist:test": PopulationShape(10_000, (28, 28, 1), 10),
+    "mnist:all": PopulationShape(70_000, (28, 28, 1), 10),
+    "purchase100": PopulationShape(197_324, (PURCHASE_FEATURES,), 100),
+    "cifar10": PopulationShape(60_000, (32, 32, 3), 10),
+}

@@ -350,7 +350,8 @@ def region_of_privacy_png(rows: Sequence[tuple[str, SummaryRow]]) -> bytes | Non
     markers = dict(zip(accountants, "s^vP*Xhd", strict=False))
     for i, (_, row, lower, upper) in enumerate(usable):
         if lower is not None and upper is not None:
-            # A lower bound above an upper bound means an estimator or accountant is wrong: show it in red.
+            # A lower bound above an upper bound: each valid bound may do so with probability at most
+            # 1 − c; many such bars point to a wrong estimator or accountant. Shown in red.
             violated = lower > upper
             ax.plot(
                 [lower, upper],
@@ -359,7 +360,7 @@ def region_of_privacy_png(rows: Sequence[tuple[str, SummaryRow]]) -> bytes | Non
                 linewidth=6,
                 alpha=0.35,
                 solid_capstyle="butt",
-                label="lower > upper: check!" if violated else "region of privacy",
+                label="lower > upper (chance ≤ 1 − c each; many: check)" if violated else "region of privacy",
             )
         if lower is not None:
             ax.plot([lower], [i], "o", color="tab:red", label="ε lower (valid bound, joint confidence)")

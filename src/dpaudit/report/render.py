@@ -471,7 +471,7 @@ def _section_html(loaded: LoadedSection, root: Path) -> str:
     metrics = audit_metrics(root, audit)
     if metrics:
         parts.append(
-            f"<details><summary>All metrics of metrics/{html.escape(audit)}.json "
+            f"<details><summary>All numbers of results/{html.escape(audit)}.json "
             f"({len(metrics)} numbers)</summary>"
         )
         parts.append(html_table(["metric", "value"], metrics))

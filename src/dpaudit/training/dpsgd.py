@@ -32,8 +32,8 @@ full-batch) SGD.
 
 Speed: one compiled trace serves every chunk and every call with the same model, configuration
 and hooks (the seed, sizes and chunk index are tensors); :func:`select_strategy` picks trials at
-once, small groups or one model at a time per model family and device. Sums over examples run in
-fixed-size blocks so that results do not depend on the number of intra-op threads.
+once, small groups or one model at a time per model family, device and rows per step. Sums over
+examples run in fixed-size blocks so that results do not depend on the number of intra-op threads.
 """
 
 from __future__ import annotations
@@ -255,8 +255,9 @@ class Strategy:
 
     ``trials``: many trials per chunk, batched over the trial axis (MLPs on any device, CNNs on a
     GPU); ``groups``: small chunks whose convolutions run one native convolution per trial;
-    ``single``: one model at a time (CNNs on CPU). ``chunk_size`` None means the memory budget of
-    :func:`default_chunk_size`. ``batching`` says how Poisson batches are formed.
+    ``single``: one model at a time (CNNs on CPU, unless batches are small). ``chunk_size`` None
+    means the memory budget of :func:`default_chunk_size`. ``batching`` says how Poisson batches
+    are formed.
     """
 
     name: StrategyName
@@ -268,24 +269,41 @@ def _has_conv(model: Model) -> bool:
     return any(isinstance(layer, Conv2D) for layer in model.layers)
 
 
-def select_strategy(model: Model, device: str | None = None) -> Strategy:
+#: CNNs on CPU batch trials when a step evaluates at most this many rows per trial (small gathered
+#: Poisson batches), ``SMALL_BATCH_CHUNK`` trials a chunk.
+SMALL_BATCH_ROWS = 32
+SMALL_BATCH_CHUNK = 4
+
+
+def select_strategy(model: Model, device: str | None = None, rows_per_step: int | None = None) -> Strategy:
     """The faster strategy for ``model`` on ``device`` ("CPU"/"GPU"; default: GPU if TensorFlow
-    sees one), from a measured cost model (2 CPU cores, ``benchmarks/README.md``):
+    sees one) when each step evaluates ``rows_per_step`` rows per trial (None: unknown), from a
+    measured cost model (2 CPU cores, ``benchmarks/README.md``):
 
     - MLPs: trials at once (1000 adult trials batched: ≈ 0.1 ms per trial-step; one at a time is
       dominated by op dispatch);
-    - CNNs on CPU: one model at a time — batching convolutions over per-trial weights (patch
-      matmuls, no grouped-convolution gradient in TF 2.15 on CPU) measured 2–3× slower per model
-      than native convolutions of one model;
+    - CNNs on CPU: one model at a time. A CNN step's cost is arithmetic and memory traffic, not op
+      dispatch: with every trial's convolutions unrolled as native ops (TF 2.15 has no
+      grouped-convolution gradient on CPU) the CPU time per model of the mnist CNN on 100 full-batch
+      rows was the same for 1, 2 and 4 trials a chunk (230–270 ms per 30 steps) and higher for
+      8–16, whose activations leave the caches. Small batches are the exception: at most
+      ``SMALL_BATCH_ROWS`` rows per step (gathered Poisson batches, e.g. q = 0.1 of 100) dispatch
+      dominates again: threat model F's training on the mnist CNN (27 padded rows) ran 0.93–1.6×
+      as fast per model with 4 trials a chunk as one at a time (wall clock, seven runs at load
+      average 3.0–6.6, median 1.35×; 8 a chunk 0.98–1.2×), at about the same CPU time per model;
     - CNNs on a GPU: trials at once (batched matmuls fill the device).
 
-    The choice depends only on the model family and the device type, never on a timing, so the
-    chunking (and with it the random draws) is the same on every machine of that type.
+    The choice depends only on the model family, the device type and the configuration, never on a
+    timing, so the chunking (and with it the random draws) is the same on every machine of a type.
     """
     if device is None:
         device = "GPU" if tf.config.list_logical_devices("GPU") else "CPU"
     if _has_conv(model):
-        return Strategy("trials", None) if device.upper() == "GPU" else Strategy("single", 1)
+        if device.upper() == "GPU":
+            return Strategy("trials", None)
+        if rows_per_step is not None and rows_per_step <= SMALL_BATCH_ROWS:
+            return Strategy("trials", SMALL_BATCH_CHUNK)
+        return Strategy("single", 1)
     return Strategy("trials", None)
 
 
@@ -835,6 +853,20 @@ def _pad(a: np.ndarray, size: int) -> np.ndarray:
     return np.concatenate([a, np.repeat(a[-1:], size - len(a), axis=0)], axis=0)
 
 
+def _rows_per_step(mask: np.ndarray, cfg: DPSGDConfig, mode: Batching) -> tuple[int, bool]:
+    """Rows each trial's step evaluates (all N, or for gathered Poisson batches the padded batch
+    bound) and whether Poisson batches are gathered under batching ``mode``."""
+    gathered = cfg.sampling_rate < 1.0 and (
+        mode == "gathered" or (mode == "auto" and cfg.sampling_rate <= 0.5)
+    )
+    if not gathered:
+        return mask.shape[1], False
+    # Gathered batches: chunks sized by the padded batch, not N (adult, q = 0.1 of 2000, 2 cores:
+    # 0.16–0.19 ms per trial-step with 32–128 trials per chunk, 0.43 with 256).
+    sizes = mask.sum(axis=1)
+    return poisson_batch_bound(int(sizes.max()) if len(mask) else 0, cfg.sampling_rate), True
+
+
 def _layout(
     model: Model,
     mask: np.ndarray,
@@ -847,7 +879,7 @@ def _layout(
     T = len(mask)
     if isinstance(strategy, str):
         if strategy == "auto":
-            strat = select_strategy(model)
+            strat = select_strategy(model, rows_per_step=_rows_per_step(mask, cfg, batching)[0])
         elif strategy in ("trials", "groups", "single"):
             strat = Strategy(strategy, {"trials": None, "groups": 8, "single": 1}[strategy])
         else:
@@ -855,15 +887,7 @@ def _layout(
     else:
         strat = strategy
     mode = batching if batching != "auto" else strat.batching
-    gathered = cfg.sampling_rate < 1.0 and (
-        mode == "gathered" or (mode == "auto" and cfg.sampling_rate <= 0.5)
-    )
-    rows_per_step = mask.shape[1]
-    if gathered:
-        sizes = mask.sum(axis=1)
-        rows_per_step = poisson_batch_bound(int(sizes.max()) if T else 0, cfg.sampling_rate)
-        # Gathered batches: chunks sized by the padded batch, not N (adult, q = 0.1 of 2000, 2 cores:
-        # 0.16–0.19 ms per trial-step with 32–128 trials per chunk, 0.43 with 256).
+    rows_per_step, gathered = _rows_per_step(mask, cfg, mode)
     size = chunk_size or strat.chunk_size or default_chunk_size(model, rows_per_step, gathered=gathered)
     num_chunks = max(1, math.ceil(T / size))
     size = math.ceil(T / num_chunks) if T else 0

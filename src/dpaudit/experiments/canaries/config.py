@@ -20,9 +20,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from dpaudit.config import dataset_entry, from_mapping, require, section
+
+if TYPE_CHECKING:
+    from dpaudit.data.custom import DatasetSize
 
 #: Canary types, in the order of the audit set (Aerni et al. §4: mislabeled, blank, OOD, duplicates)
 #: and ``clean``, unmodified random records: the population-style view.
@@ -182,3 +185,19 @@ class CanariesConfig:
 def config_from_params(params: Mapping[str, Any]) -> CanariesConfig:
     """Validate ``params['canaries']`` and build the typed config (unknown keys refused by name)."""
     return from_mapping(CanariesConfig, section(params, "canaries"), "canaries")
+
+
+def check_limits(config: CanariesConfig, dataset: str, size: DatasetSize) -> None:
+    """Before any work: ``base`` always-in records plus the K canaries must fit the rows of D ∪ U (the
+    evaluation split is held out for test accuracy); the error names the key and the limit."""
+    settings = config.settings_for(dataset)
+    where = f"canaries.datasets.{dataset}"
+    rows = size.train + size.pool
+    total = settings.canaries.total
+    require(
+        settings.base + total <= rows,
+        f"{where}.base" if settings.base > rows - 1 else f"{where}.canaries",
+        settings.base if settings.base > rows - 1 else settings.canaries.as_dict(),
+        f"base + canaries = {settings.base} + {total} = {settings.base + total} records must be at most "
+        f"{rows}, the rows of {dataset} outside its evaluation split",
+    )

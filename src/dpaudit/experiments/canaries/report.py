@@ -18,7 +18,8 @@ from dpaudit.report.spec import FigureSpec, ReportSection, TableSpec
 SCORES = {
     "canary_tpr": "TPR on the most vulnerable canaries",
     "population_tpr": "TPR population-style (clean records)",
-    "ratio": "canary / population TPR (population floored at one decision, 1/n)",
+    "ratio": "canary / population TPR (only where the population TPR is not 0)",
+    "population_tpr_upper": "population TPR's upper limit where 0 was observed",
 }
 
 
@@ -38,7 +39,7 @@ def section(
     columns = ["defence", "test accuracy", "most vulnerable type"]
     for level in levels:
         columns += [f"canary TPR @{_pct(level)}", f"population TPR @{_pct(level)}"]
-    columns += ["ε lower (per model)", "ε lower (pooled)", "ε upper (tightest accountant)"]
+    columns += ["ε lower (per model)", "ε pooled (estimate)", "ε upper (tightest accountant)"]
     rows = []
     for name, info in ctx["defences"].items():
         entry = defences[name]
@@ -51,7 +52,7 @@ def section(
         tightest = min(uppers.values()) if uppers else None
         row += [
             round(entry["epsilon_lower"]["best_per_model"], 3),
-            round(entry["epsilon_lower"]["best_pooled"], 3),
+            round(entry["epsilon_lower"]["pooled_estimate"], 3),
             "∞" if tightest is None else float(f"{tightest:.4g}"),
         ]
         rows.append(row)
@@ -63,11 +64,11 @@ def section(
             rows=rows,
             caption=(
                 "Canary-level: the defence's own attack (online LiRA, label-only for the heuristic) on its "
-                "most vulnerable canary type; population-style: the same attack on clean records. ε lower "
-                "bounds are "
-                "valid at the stated confidence: per model = one decision per target model (assumption-free "
-                "sweeps; DP-SGD also the subsampled-Gaussian family), pooled = all decisions of the type "
-                "(treats decisions sharing a model as independent: an estimate)."
+                "most vulnerable canary type; population-style: the same attack on clean records. The "
+                "per-model ε lower bound holds at the stated confidence jointly over every canary type and "
+                "estimator it maximises (one decision per target model; assumption-free sweeps, for DP-SGD "
+                "also the subsampled-Gaussian family). The pooled value uses all decisions of the most "
+                "vulnerable type and treats decisions sharing a model as independent: an estimate."
             ),
         )
     ]

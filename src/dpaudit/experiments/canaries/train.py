@@ -22,6 +22,7 @@ from dpaudit.data.prepared import PreparedData
 from dpaudit.experiments.base import Mechanism, TrainManifest
 from dpaudit.experiments.canaries.config import CANARY_TYPES, CanariesConfig
 from dpaudit.experiments.canaries.design import DESIGN_FILE, build_audit_set, dataset_seed, defences_for
+from dpaudit.experiments.game import setting_seed
 from dpaudit.experiments.modelling import build_model
 from dpaudit.io import write_npz
 from dpaudit.layout import Audit
@@ -80,13 +81,14 @@ def train(config: CanariesConfig, audit: Audit, out_dir: Path) -> TrainManifest:
     seconds["undefended"] = time.perf_counter() - t0
     if dp:
         t0 = time.perf_counter()
-        noise = np.repeat([float(d.noise_multiplier or 0.0) for d in dp], tp.models)
-        cfg = DPSGDConfig(tp.clip_norm, noise, tp.dp_learning_rate, steps, tp.sampling_rate)
-        masks = np.tile(mask, (len(dp), 1))
-        result = train_trials(model, X, y, masks, cfg, seed=seed + 1, desc=f"train {audit.name} dpsgd")
-        for j, d in enumerate(dp):
-            rows = slice(j * tp.models, (j + 1) * tp.models)
-            stacked = {f"p{i}": np.asarray(p[rows], np.float32) for i, p in enumerate(result.params)}
+        # One call per defence, seeded by its noise multiplier: a defence's models do not depend on
+        # which other defences the list holds.
+        for d in dp:
+            z = float(d.noise_multiplier or 0.0)
+            cfg = DPSGDConfig(tp.clip_norm, z, tp.dp_learning_rate, steps, tp.sampling_rate)
+            result = train_trials(model, X, y, mask, cfg, seed=setting_seed(seed, "canaries-dpsgd", z),
+                                  desc=f"train {audit.name} {d.name}")  # fmt: skip
+            stacked = {f"p{i}": np.asarray(p, np.float32) for i, p in enumerate(result.params)}
             write_npz(out_dir / weights_file(d.weights), stacked)
         seconds["dpsgd"] = time.perf_counter() - t0
     trained = tp.models * (1 + len(dp))

@@ -28,11 +28,6 @@ EPSILON_PRIME_SOURCES = {
 SCORES = {"rho_beta": "ρβ", "rho_alpha": "ρα"}
 
 
-def _pct(level: float) -> str:
-    """The auditor's metric-name tag of a confidence level: 0.95 → '95'."""
-    return f"{100 * level:.4g}".replace(".", "p")
-
-
 def section(
     config: IdentifiabilityConfig, audit: Audit, manifest: TrainManifest, result: BoundsResult
 ) -> ReportSection:
@@ -107,17 +102,16 @@ def section(
     for rb in rho_betas:
         for key, m in metrics[f"rho_beta_{rb:g}"].items():
             di = m["di"]
-            c = _pct(confidence)
             bound_rows.append(
                 [
                     rb,
                     key,
                     round(m["epsilon_pld"], 3),
-                    round(di[f"epsilon_lower_gdp_joint{c}"], 3),
-                    round(di[f"gdp_mu_lower_joint{c}"], 3),
+                    round(di["epsilon_lower_gdp"], 3),
+                    round(di["gdp_mu_lower"], 3),
                     round(m["gdp_over_pld"], 2),
-                    round(di[f"epsilon_lower_sweep_split_joint{c}"], 3),
-                    round(di[f"epsilon_lower_sweep_bonferroni_joint{c}"], 3),
+                    round(di["epsilon_lower_sweep_split"], 3),
+                    round(di["epsilon_lower_sweep_bonferroni"], 3),
                     round(m["sweep_split_over_pld"], 2),
                     round(di["epsilon_estimate_sweep_naive"], 3),
                     round(m["epsilon_prime_belief_estimate"], 3),

@@ -22,7 +22,7 @@ import numpy as np
 from dpaudit.attacks import di
 from dpaudit.data.prepared import PreparedData
 from dpaudit.experiments.base import Mechanism, TrainManifest
-from dpaudit.experiments.game import Population, draw_worlds, world_masks
+from dpaudit.experiments.game import Population, draw_worlds, setting_seed, world_masks
 from dpaudit.experiments.identifiability.config import IdentifiabilityConfig
 from dpaudit.experiments.identifiability.design import (
     CANDIDATES_FILE,
@@ -63,29 +63,23 @@ def train(config: IdentifiabilityConfig, audit: Audit, out_dir: Path) -> TrainMa
     per_world = config.trials_for(prepared.name)
     T = 2 * per_world  # trials per setting: exactly ``per_world`` in each world
     mechanisms: dict[str, Mechanism] = {}
-    # One training call per (sensitivity, neighbours): its ρβ values differ only in the per-trial
-    # noise multiplier, so they train together as one larger batch of trials.
-    for gi, (sensitivity, neighbours) in enumerate(
-        dict.fromkeys((st.sensitivity, st.neighbours) for st in grid)
-    ):
-        group = [
-            (si, st)
-            for si, st in enumerate(grid)
-            if (st.sensitivity, st.neighbours) == (sensitivity, neighbours)
-        ]
-        rows, weights, d_mask, d_prime = neighbour_design(pop, sens, neighbours)
-        log.info("%s: %s-%s, %d trials per world for each of rho_beta %s", audit.name, sensitivity,
-                 neighbours, per_world, [st.rho_beta for _, st in group])  # fmt: skip
-        calibrated = [noise_multiplier_for(st.rho_beta, delta, k) for _, st in group]
-        world = np.concatenate([draw_worlds([tp.seed, si, 17], T, balanced=True) for si, _ in group])
+    # One training call per setting, seeded by the setting's own values (setting_seed): its numbers do
+    # not depend on which other settings the grid holds.
+    for st in grid:
+        rows, weights, d_mask, d_prime = neighbour_design(pop, sens, st.neighbours)
+        eps, z = noise_multiplier_for(st.rho_beta, delta, k)
+        log.info("%s: rho_beta %g, %s, %d trials per world", audit.name, st.rho_beta, st.key, per_world)
+        values = (audit.dataset, st.rho_beta, st.sensitivity, st.neighbours)
+        seed = setting_seed(tp.seed, "identifiability", *values)
+        world = draw_worlds([seed, 17], T, balanced=True)
         mask = world_masks(world, d_mask, d_prime)
         cfg = dpsgd.DPSGDConfig(
             clip_norm=tp.clip_norm,
-            noise_multiplier=np.repeat([z for _, z in calibrated], T),
+            noise_multiplier=np.full(T, z),
             learning_rate=learning_rate,
             steps=k,
-            noise_scale="local" if sensitivity == "local" else "global",
-            sensitivity_factor=2.0 if neighbours == "bounded" else 1.0,
+            noise_scale="local" if st.sensitivity == "local" else "global",
+            sensitivity_factor=2.0 if st.neighbours == "bounded" else 1.0,
             normalizer=float(pop.n),
         )
         res = run_trials(
@@ -94,28 +88,26 @@ def train(config: IdentifiabilityConfig, audit: Audit, out_dir: Path) -> TrainMa
             pop.y,
             mask,
             cfg,
-            seed=tp.seed * 1000 + gi,
+            seed=seed,
             tracked=dpsgd.TrackedRecords(rows, weights),
             observers={"di": di.di_observer()},
             chunk_size=tp.chunk_size,
-            desc=f"train {audit.name} {sensitivity}-{neighbours}",
+            desc=f"train {audit.name} rho_beta {st.rho_beta:g} {st.key}",
         )
-        for j, ((_, st), (eps, z)) in enumerate(zip(group, calibrated, strict=True)):
-            part = slice(j * T, (j + 1) * T)
-            arrays: dict[str, Any] = {
-                "world": world[part].astype(np.int8),
-                "dot": res.records["di.dot"][part],
-                "dd": res.records["di.dd"][part],
-                "sigma": res.records["di.sigma"][part],
-                "epsilon": eps,
-                "noise_multiplier": z,
-                "delta": delta,
-                "tracked_rows": np.asarray(rows),
-                "member_mask": mask[part],
-            }
-            arrays.update({f"param_{i}": p[part] for i, p in enumerate(res.params)})
-            write_npz(out_dir / f"{st.file}.npz", arrays)
-            mechanisms[st.file] = Mechanism.dpsgd(z, 1.0, k, tp.clip_norm)
+        arrays: dict[str, Any] = {
+            "world": world.astype(np.int8),
+            "dot": res.records["di.dot"],
+            "dd": res.records["di.dd"],
+            "sigma": res.records["di.sigma"],
+            "epsilon": eps,
+            "noise_multiplier": z,
+            "delta": delta,
+            "tracked_rows": np.asarray(rows),
+            "member_mask": mask,
+        }
+        arrays.update({f"param_{i}": p for i, p in enumerate(res.params)})
+        write_npz(out_dir / f"{st.file}.npz", arrays)
+        mechanisms[st.file] = Mechanism.dpsgd(z, 1.0, k, tp.clip_norm)
     candidates = _train_candidates(config, audit, model, pop, sens, delta, out_dir)
     if candidates is not None:
         mechanisms["candidates"] = candidates
@@ -206,7 +198,7 @@ def _train_candidates(
         pop.y,
         mask,
         cfg,
-        seed=tp.seed * 1000 + 999,
+        seed=setting_seed(tp.seed, "identifiability", audit.dataset, "candidates"),
         tracked=dpsgd.TrackedRecords(tuple(pop.rows[g] for g in tracked_globals), weights),
         observers={"di": di.di_observer()},
         chunk_size=tp.chunk_size,

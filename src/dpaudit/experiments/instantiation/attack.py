@@ -51,8 +51,9 @@ def attack(config: InstantiationConfig, audit: Audit, manifest: TrainManifest, o
                 clip_norm=clip,
             )  # fmt: skip
             out["scores"], out["scores_literal"], out["canary_size"] = lr, literal, view["canary_size"]
-            if "canary_inert" in view:
-                out["canary_inert"] = view["canary_inert"]
+            for key in ("canary_inert", "data_mass_at_canary"):
+                if key in view:
+                    out[key] = view[key]
             # Per trial Σ_t d_t and Σ_t d_t²: the per-step family bound's sufficient statistics.
             out["step_sum"] = view["dots"].sum(axis=1)
             out["step_sum_squares"] = np.square(view["dots"]).sum(axis=1)

@@ -25,9 +25,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from dpaudit.config import dataset_entry, from_mapping, require, section
+
+if TYPE_CHECKING:
+    from dpaudit.data.custom import DatasetSize
 
 ThreatModel = Literal["A", "B", "C", "D", "E", "F"]
 THREAT_MODELS: tuple[str, ...] = ("A", "B", "C", "D", "E", "F")
@@ -97,10 +100,10 @@ class TrainParams:
             "must be null or > 0",
         )
         require(
-            len(self.canary_sizes) >= 1 and all(s >= 1 for s in self.canary_sizes),
+            len(self.canary_sizes) >= 1 and all(s >= 2 and s % 2 == 0 for s in self.canary_sizes),
             "canary_sizes",
             list(self.canary_sizes),
-            "must list canary sizes 2n >= 1",
+            "must list even canary sizes 2n >= 2 (Crafter 4 sets n coordinates to +C and n to −C)",
         )
         require(0 < self.warmup_fraction < 1, "warmup_fraction", self.warmup_fraction, "must lie in (0, 1)")
         require(self.malicious_size >= 1, "malicious_size", self.malicious_size, "must be >= 1")
@@ -111,10 +114,10 @@ class TrainParams:
             "must be >= 10",
         )
         require(
-            self.malicious_canary_size >= 1,
+            self.malicious_canary_size >= 2 and self.malicious_canary_size % 2 == 0,
             "malicious_canary_size",
             self.malicious_canary_size,
-            "must be >= 1",
+            "must be an even size 2n >= 2 (Crafter 4 sets n coordinates to +C and n to −C)",
         )
         require(
             self.chunk_size is None or self.chunk_size >= 1, "chunk_size", self.chunk_size, "null or >= 1"
@@ -206,3 +209,41 @@ class InstantiationConfig:
 def config_from_params(params: Mapping[str, Any]) -> InstantiationConfig:
     """Validate ``params['instantiation']`` (unknown keys refused by their full path)."""
     return from_mapping(InstantiationConfig, section(params, "instantiation"), "instantiation")
+
+
+def check_limits(config: InstantiationConfig, dataset: str, size: DatasetSize) -> None:
+    """Before any work: what only the dataset can refuse (each error names the key and the limit).
+
+    ``datasets.<ds>.train_size`` must leave :data:`~dpaudit.experiments.instantiation.train.MIN_POOL_ROWS`
+    pool rows of D ∪ U (A's fresh records and Crafter 2's shadows draw from them), and every canary size
+    2n (E's and F's) must fit the model's parameter count, since Crafter 4 sets 2n distinct coordinates.
+    """
+    from dpaudit.experiments.instantiation.train import MIN_POOL_ROWS
+    from dpaudit.experiments.modelling import build_model
+
+    settings = config.dataset(dataset)
+    where = f"instantiation.datasets.{dataset}"
+    most = size.train + size.pool - MIN_POOL_ROWS
+    require(
+        settings.train_size is None or settings.train_size <= most,
+        f"{where}.train_size",
+        settings.train_size,
+        f"must be at most {most}: {dataset} has |D| = {size.train} and {size.pool} pool rows, and "
+        f"{MIN_POOL_ROWS} pool rows must remain for fresh records and shadow models",
+    )
+    model = build_model(dataset, size.input_shape, size.num_classes, settings.hidden)
+    tp = config.train
+    too_big = [s for s in tp.canary_sizes if s > model.num_params]
+    require(
+        not too_big or "E" not in tp.threat_models,
+        "instantiation.train.canary_sizes",
+        list(tp.canary_sizes),
+        f"every size must be at most the model's parameter count, {model.num_params} on {dataset} "
+        f"(Crafter 4 sets 2n distinct coordinates); {too_big} do not fit",
+    )
+    require(
+        tp.malicious_canary_size <= model.num_params or "F" not in tp.threat_models,
+        "instantiation.train.malicious_canary_size",
+        tp.malicious_canary_size,
+        f"must be at most the model's parameter count, {model.num_params} on {dataset}",
+    )

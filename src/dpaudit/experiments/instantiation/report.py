@@ -9,7 +9,7 @@ import math
 from dpaudit.experiments.base import BoundsResult, TrainManifest
 from dpaudit.experiments.instantiation.bounds import SCORES
 from dpaudit.experiments.instantiation.config import InstantiationConfig
-from dpaudit.experiments.instantiation.design import NAMES, epsilon_key
+from dpaudit.experiments.instantiation.design import NAMES, cell_file, epsilon_key
 from dpaudit.layout import Audit
 from dpaudit.report.spec import FigureSpec, ReportSection, TableSpec
 
@@ -73,7 +73,8 @@ def section(
                 f"{tm}: {NAMES[tm]}", eps, _fmt(m["noise_multiplier"]), _fmt(m["epsilon_pld"]),
                 _fmt(m["epsilon_lower_sweep"]), _fmt(m["epsilon_lower_family"]),
                 _fmt(m["epsilon_estimate_naive"]), _fmt(m["cp_cap"]), _fmt(m["ratio_family"]),
-                _fmt(m["test_accuracy"]), int(m["trials_per_world"]), _fmt(m["trials_per_second"]),
+                _fmt(m["test_accuracy"]), int(m["trials_per_world"]),
+                _fmt(result.context["trials_per_second"].get(cell_file(tm, eps), 0.0)),
             ])  # fmt: skip
     tables = [
         TableSpec(
@@ -119,7 +120,9 @@ def section(
         f"{manifest.sizes['trials_per_world']} trials per world per cell (F: "
         f"{manifest.sizes['malicious_trials_per_world']}). Crafter 2 uses {manifest.sizes['shadow_models']} "
         f"shadow models; E warms up for t_o = {manifest.facts['warmup_steps']} steps and tries 2n ∈ "
-        f"{manifest.facts['canary_sizes']}. {checks['valid_bounds_above_pld']} valid bound(s) exceed ε_PLD. "
+        f"{manifest.facts['canary_sizes']}. {checks['valid_bounds_above_pld']} valid bound(s) exceed ε_PLD "
+        f"(each of the {checks['cells']} cells' bounds may, with probability at most "
+        f"{1 - float(ctx['confidence']):.0%}). "
         f"The summary rows carry the strongest threat model ({ctx['strongest']})."
     )
     return ReportSection(

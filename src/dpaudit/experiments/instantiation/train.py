@@ -19,6 +19,7 @@ import numpy as np
 from dpaudit.bounds.accountants import calibrate_noise_multiplier
 from dpaudit.data.prepared import PreparedData
 from dpaudit.experiments.base import Mechanism, TrainManifest
+from dpaudit.experiments.game import setting_seed
 from dpaudit.experiments.instantiation.config import InstantiationConfig
 from dpaudit.experiments.instantiation.design import balanced_inserted, cell_file, epsilon_key
 from dpaudit.experiments.modelling import build_model
@@ -93,9 +94,10 @@ def build_game(config: InstantiationConfig, audit: Audit) -> Game:
     )
 
 
-def cell_seed(seed: int, tm_index: int, eps_index: int) -> int:
-    """A distinct seed per cell."""
-    return int(seed) * 10_000 + 100 * eps_index + tm_index + 1
+def cell_seed(seed: int, dataset: str, cell: str, epsilon: float) -> int:
+    """A cell's seed from its own values (dataset, threat model or step, target ε), not from grid
+    positions: the same cell of two datasets draws independent noise."""
+    return setting_seed(seed, "instantiation", dataset, cell, float(epsilon))
 
 
 def train(config: InstantiationConfig, audit: Audit, out_dir: Path) -> TrainManifest:
@@ -110,15 +112,17 @@ def train(config: InstantiationConfig, audit: Audit, out_dir: Path) -> TrainMani
     mechanisms: dict[str, Mechanism] = {}
     timings: dict[str, float] = {}
     trials: dict[str, int] = {}
-    for e_i, eps in enumerate(tp.target_epsilons):
+    for eps in tp.target_epsilons:
         z = calibrate_noise_multiplier(eps, tp.delta, tp.sampling_rate, tp.steps, tp.calibration_accountant)
         key = epsilon_key(eps)
         mechanisms[key] = Mechanism.dpsgd(z, tp.sampling_rate, tp.steps, tp.clip_norm)
         poison: tuple[np.ndarray, int] | None = None
         if {"B", "C", "D"} & set(tp.threat_models):
             t0 = time.perf_counter()
-            shadows, unused = tm.train_shadow_models(game, z, tp.shadow_models, cell_seed(tp.seed, 0, e_i))
-            start = int(np.random.default_rng([tp.seed, e_i, 3]).choice(unused))
+            shadow_seed = cell_seed(tp.seed, audit.dataset, "shadows", eps)
+            shadows, unused = tm.train_shadow_models(game, z, tp.shadow_models, shadow_seed)
+            start_seed = cell_seed(tp.seed, audit.dataset, "poison-start", eps)
+            start = int(np.random.default_rng([start_seed]).choice(unused))
             x0, y0 = game.X_pool[start], int(game.y_pool[start])
             x, history = tm.craft_static_poison(
                 game.model, shadows, x0, y0, game.lo, game.hi, tp.craft_steps, tp.craft_step_size
@@ -127,9 +131,10 @@ def train(config: InstantiationConfig, audit: Audit, out_dir: Path) -> TrainMani
             write_npz(out_dir / POISON_FILE.format(key=key), {"x0": x0, "x": x, "y": y0, "history": history})
             timings[f"crafter2-{key}"] = time.perf_counter() - t0
         done_bc = False
-        for t_i, name in enumerate(tp.threat_models):
-            seed = cell_seed(tp.seed, t_i + 1, e_i)
-            inserted = balanced_inserted(tp.trials_per_world, [tp.seed, e_i, t_i])
+        for name in tp.threat_models:
+            # B and C share their trials, so they share a seed.
+            seed = cell_seed(tp.seed, audit.dataset, "B" if name == "C" else name, eps)
+            inserted = balanced_inserted(tp.trials_per_world, [seed, 1])
             t0 = time.perf_counter()
             if name == "A":
                 view = tm.play_api_access(game, z, inserted, seed, fresh=tp.fresh_record)
@@ -150,8 +155,8 @@ def train(config: InstantiationConfig, audit: Audit, out_dir: Path) -> TrainMani
                 sizes = np.asarray(tp.canary_sizes)
                 inserted = np.concatenate(
                     [
-                        balanced_inserted(tp.trials_per_world, [tp.seed, e_i, t_i, s])
-                        for s in range(len(sizes))
+                        balanced_inserted(tp.trials_per_world, [seed, 1, int(size)])
+                        for size in sizes
                     ]
                 )
                 size_of = np.repeat(sizes, 2 * tp.trials_per_world)
@@ -159,7 +164,7 @@ def train(config: InstantiationConfig, audit: Audit, out_dir: Path) -> TrainMani
                     game, z, inserted, size_of, seed, tp.warmup_steps, placement=tp.canary_placement
                 )
             else:  # F
-                inserted = balanced_inserted(tp.malicious_trials_per_world, [tp.seed, e_i, t_i])
+                inserted = balanced_inserted(tp.malicious_trials_per_world, [seed, 1])
                 view = tm.play_malicious_dataset(
                     game, z, inserted, seed,
                     dataset_size=tp.malicious_size, canary_size=tp.malicious_canary_size,

@@ -5,8 +5,8 @@ loss-threshold attack (average training loss as threshold), turns its best-thres
 into Erlingsson Prop. 3's ε (a naive *estimate*: the threshold is chosen on the data it scores),
 computes the per-model test statistic ``epsilon_per_model_test`` (Clopper–Pearson on this model's
 member / non-member split at a validly chosen threshold) and Epsilon* (Negoescu Def. 2, App. B's
-band rule) with a bootstrap interval and its control (two halves of the non-members), so that a
-value indistinguishable from the estimator's noise is flagged.
+band rule) with its null level at the same n (label permutations of the pooled losses), so that a
+value no larger than what identical distributions give is flagged, and a bootstrap spread.
 
 ``epsilon_per_model_test`` is NOT a lower bound on the DP mechanism's ε: it tests whether this one
 trained model tells its members from its non-members, with the records as the sample. The bound
@@ -55,11 +55,11 @@ class ModelAttack:
     naive_advantage: float  # best TPR − FPR over thresholds on the same data (optimistic)
     epsilon_naive_estimate: float  # Prop. 3 on the naive advantage: an estimate that overclaims
     epsilon_star_parametric: float  # Negoescu App. B (band rule), the point value
-    epsilon_star_low: float  # bootstrap percentile interval at the attack's confidence
-    epsilon_star_high: float
-    epsilon_star_control: float  # Epsilon* between two random halves of the non-members
-    epsilon_star_control_high: float  # confidence quantile of the control over random splits
-    epsilon_star_distinguishable: float  # 1: interval low end above control_high; 0: noise
+    epsilon_star_spread_low: float  # bootstrap percentile spread (not a confidence interval)
+    epsilon_star_spread_high: float
+    epsilon_star_null_mean: float  # mean Epsilon* over label permutations (identical distributions)
+    epsilon_star_null_high: float  # 95th percentile of the permutation values
+    epsilon_star_above_null: float  # 1: epsilon_star_parametric > epsilon_star_null_high
     epsilon_star_empirical: float
     ks_pvalue: float
 
@@ -83,11 +83,11 @@ def analyse_model(
 
     The loss-threshold attacks use cross-entropy (Yeom et al.); Epsilon* uses the logit loss of
     Negoescu's footnote 1, on which their normal fit (App. B) is defined, via
-    :func:`dpaudit.bounds.epsilon_star.epsilon_star_with_interval` (``n_bootstrap`` resamples for
-    the interval and as many random non-member splits for the control).
+    :func:`dpaudit.bounds.epsilon_star.epsilon_star_with_null` (its null level from 100 label
+    permutations, ``n_bootstrap`` resamples for the bootstrap spread).
     """
     from dpaudit.bounds.empirical import epsilon_from_advantage, epsilon_lower_from_scores
-    from dpaudit.bounds.epsilon_star import epsilon_star_empirical, epsilon_star_with_interval
+    from dpaudit.bounds.epsilon_star import epsilon_star_empirical, epsilon_star_with_null
 
     yeom = loss_threshold_attack(member_ce, nonmember_ce)
     naive = best_threshold_advantage(member_ce, nonmember_ce)
@@ -99,12 +99,12 @@ def analyse_model(
         method=selection,  # type: ignore[arg-type]
         seed=seed,
     )
-    star = epsilon_star_with_interval(
+    star = epsilon_star_with_null(
         member_logit,
         nonmember_logit,
         delta,
         method="parametric",
-        confidence=confidence,
+        spread_level=confidence,
         n_bootstrap=n_bootstrap,
         seed=seed,
     )
@@ -122,11 +122,11 @@ def analyse_model(
         naive_advantage=naive.advantage,
         epsilon_naive_estimate=epsilon_from_advantage(max(naive.advantage, 0.0), delta),
         epsilon_star_parametric=float(star.epsilon_star),
-        epsilon_star_low=float(star.interval_low),
-        epsilon_star_high=float(star.interval_high),
-        epsilon_star_control=float(star.control),
-        epsilon_star_control_high=float(star.control_high),
-        epsilon_star_distinguishable=float(star.distinguishable),
+        epsilon_star_spread_low=float(star.spread_low),
+        epsilon_star_spread_high=float(star.spread_high),
+        epsilon_star_null_mean=float(star.null_mean),
+        epsilon_star_null_high=float(star.null_high),
+        epsilon_star_above_null=float(star.above_null),
         epsilon_star_empirical=float(star_emp.epsilon_star),
         ks_pvalue=float(star.ks_pvalue),
     )

@@ -13,8 +13,10 @@
   its interval.
 - Per-model numbers that are NOT bounds on the mechanism, kept under names that say so:
   ``epsilon_per_model_test`` (Clopper–Pearson on one model's member / non-member split),
-  ``epsilon_naive_estimate`` and Epsilon* with its bootstrap interval and control
-  (Negoescu et al.), whose ``distinguishable`` flag says whether it stands out of the noise.
+  ``epsilon_naive_estimate`` and Epsilon* (Negoescu et al.) with its null level at the same n
+  (``epsilon_star_null_mean`` / ``_null_high``: label permutations of the pooled losses), whose
+  ``above_null`` flag says whether it exceeds what identical distributions give, and its bootstrap
+  spread (not a confidence interval).
 - ``region.csv``: only valid lower bounds and the accountants' upper bounds against the noise
   multiplier (Erlingsson Fig. 2, log–log); ``estimates.csv``: the per-model statistics and
   estimates, drawn in their own figure.
@@ -56,13 +58,13 @@ PER_MODEL_FIELDS = (
     "naive_advantage",
     "epsilon_naive_estimate",
     "epsilon_star_parametric",
-    "epsilon_star_low",
-    "epsilon_star_high",
+    "epsilon_star_spread_low",
+    "epsilon_star_spread_high",
     "epsilon_star_empirical",
     "ks_pvalue",
-    "epsilon_star_control",
-    "epsilon_star_control_high",
-    "epsilon_star_distinguishable",
+    "epsilon_star_null_mean",
+    "epsilon_star_null_high",
+    "epsilon_star_above_null",
 )
 #: What the scores auditor adds per model (computed here, in the bounds stage).
 AUDIT_FIELDS = (
@@ -112,6 +114,7 @@ def audit_models(
             fpr_levels=(fpr,),
             seed=seed * 100_003 + m,
             one_run=one_run,
+            headline=("one_run",) if one_run else None,
         )
         bound = result.lower_bounds.get("one_run")
         out["epsilon_one_run"].append(bound.epsilon if bound is not None else float("nan"))
@@ -128,11 +131,6 @@ def audit_models(
         out["members_count"].append(float(mask.sum()))
         out["nonmembers_count"].append(float((~mask).sum()))
     return {name: np.asarray(values, dtype=np.float64) for name, values in out.items()}
-
-
-def _pct(level: float) -> str:
-    """The auditor's metric-name tag of a confidence level: 0.95 → '95'."""
-    return f"{100 * level:.4g}".replace(".", "p")
 
 
 def _mean(values: np.ndarray) -> float:
@@ -246,9 +244,9 @@ def bounds(config: MembershipConfig, audit: Audit, manifest: TrainManifest) -> B
     checks = {
         "dp_models": 0,
         "one_run_above_rdp": 0,
-        "epsilon_star_indistinguishable": int(np.sum(attack["epsilon_star_distinguishable"] == 0)),
+        "epsilon_star_not_above_null": int(np.sum(attack["epsilon_star_above_null"] == 0)),
         "epsilon_star_above_rdp": 0,
-        "epsilon_star_above_rdp_and_control": 0,
+        "epsilon_star_above_rdp_and_null": 0,
         "rdp_or_pld_above_naive_or_advanced": 0,
         "epsilon_star_zero_despite_leak": 0,
     }
@@ -271,8 +269,8 @@ def bounds(config: MembershipConfig, audit: Audit, manifest: TrainManifest) -> B
             checks["one_run_above_rdp"] += int(np.sum(attack["epsilon_one_run"][sel] > eps_upper["rdp"]))
             star = attack["epsilon_star_parametric"][sel]
             checks["epsilon_star_above_rdp"] += int(np.sum(star > eps_upper["rdp"]))
-            checks["epsilon_star_above_rdp_and_control"] += int(
-                np.sum((star > eps_upper["rdp"]) & (star > attack["epsilon_star_control"][sel]))
+            checks["epsilon_star_above_rdp_and_null"] += int(
+                np.sum((star > eps_upper["rdp"]) & (attack["epsilon_star_above_null"][sel] == 1.0))
             )
             tight = min(eps_upper["rdp"], eps_upper["pld"])
             loose = min(eps_upper["naive"], eps_upper["advanced"])
@@ -289,7 +287,7 @@ def bounds(config: MembershipConfig, audit: Audit, manifest: TrainManifest) -> B
         one_run_bound = _min_finite(attack["epsilon_one_run"][sel]) if "epsilon_one_run" in attack else None
         if one_run_bound is not None:
             # Each repeat's one-run bound holds at the joint level, so their minimum does too.
-            entry[f"epsilon_lower_one_run_joint{_pct(confidence)}"] = one_run_bound
+            entry["epsilon_lower_one_run"] = one_run_bound
         metrics_strategies[s.name] = entry
         row = {
             "strategy": s.name,
@@ -347,7 +345,7 @@ def bounds(config: MembershipConfig, audit: Audit, manifest: TrainManifest) -> B
         "epsilon_per_model_test",
         "epsilon_naive_estimate",
         "epsilon_star_parametric",
-        "epsilon_star_control",
+        "epsilon_star_null_mean",
         "epsilon_rdp",
     ]
     plots["estimates.csv"] = dp[estimate_cols]
@@ -371,11 +369,11 @@ def bounds(config: MembershipConfig, audit: Audit, manifest: TrainManifest) -> B
         "epsilon_star_parametric",
         "epsilon_star_min",
         "epsilon_star_max",
-        "epsilon_star_low",
-        "epsilon_star_high",
-        "epsilon_star_control",
-        "epsilon_star_control_high",
-        "epsilon_star_distinguishable",
+        "epsilon_star_spread_low",
+        "epsilon_star_spread_high",
+        "epsilon_star_null_mean",
+        "epsilon_star_null_high",
+        "epsilon_star_above_null",
         "utility",
         "utility_min",
         "utility_max",
@@ -398,7 +396,10 @@ def bounds(config: MembershipConfig, audit: Audit, manifest: TrainManifest) -> B
                 epsilon_lower=_optional(rec["epsilon_lower_one_run"]),
                 epsilon_lower_estimator=estimator if one_run else None,
                 epsilon_lower_assumes=ONE_RUN_ASSUMES if one_run else None,
-                scores={"epsilon_star": _optional(rec["epsilon_star_parametric"])},
+                scores={
+                    "epsilon_star": _optional(rec["epsilon_star_parametric"]),
+                    "epsilon_star_null_high": _optional(rec["epsilon_star_null_high"]),
+                },
                 utility_name=utility_name,
                 utility=_optional(rec["utility"]),
             )

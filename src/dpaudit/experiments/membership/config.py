@@ -159,7 +159,7 @@ class TrainParams:
 class AttackParams:
     """Attack settings: the fixed FPR of Erlingsson §4, the joint confidence of every bound and the
     level of every interval, the threshold selection of the per-model test, and the bootstrap size
-    of Epsilon*'s interval and control (Negoescu et al.)."""
+    of Epsilon*'s bootstrap spread (Negoescu et al.; its null level uses 100 label permutations)."""
 
     fpr: float = 0.05
     confidence: float = 0.95
@@ -173,7 +173,7 @@ class AttackParams:
             self.epsilon_star_bootstrap >= 10,
             "epsilon_star_bootstrap",
             self.epsilon_star_bootstrap,
-            "must be >= 10 (resamples of Epsilon*'s interval and of its control)",
+            "must be >= 10 (resamples of Epsilon*'s bootstrap spread)",
         )
 
 

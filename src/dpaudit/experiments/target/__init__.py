@@ -4,10 +4,11 @@ The model file (``.keras``, DVC-tracked) and a membership CSV name the audited m
 it did and did not train on (``target.datasets.<name>``); ``target-prepare@<name>`` verifies both
 against their DVC digests and bundles them with the base dataset's rows. The audit then runs
 Yeom et al.'s loss-threshold attack, offline LiRA (Carlini et al. 2022) with shadow models of the
-same architecture trained at once on the pool, the scores auditor (TPR at fixed FPR, AUROC, ε lower
-bounds) and Epsilon* with its interval (Negoescu et al.). Modules: :mod:`.config`, :mod:`.design.inputs`
-(the target-prepare stage), :mod:`.design`, :mod:`.train`, :mod:`.losses`, :mod:`.attack`,
-:mod:`.bounds` (numbers) and :mod:`.report` (the section's text).
+same architecture trained at once on the pool, and reports per-model evidence (TPR at fixed FPR,
+AUROC, advantage with intervals; Epsilon* of Negoescu et al. beside its null level), never an ε lower
+bound on the training algorithm, plus the accountants' ε of a declared DP configuration. Modules:
+:mod:`.config`, :mod:`.design.inputs` (the target-prepare stage), :mod:`.design`, :mod:`.train`,
+:mod:`.losses`, :mod:`.attack`, :mod:`.bounds` (numbers) and :mod:`.report` (the section's text).
 """
 
 from __future__ import annotations

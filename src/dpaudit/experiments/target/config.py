@@ -11,7 +11,11 @@
   target's architecture, trained at once on random ``shadow_fraction`` subsets of the pool (rows that
   are neither members nor non-members), non-private (``clip_norm: null``) or DP-SGD.
 - ``attack``: the scores auditor's confidence and FPR levels.
-- ``bounds``: Epsilon*'s bootstrap size and δ.
+- ``bounds``: Epsilon*'s bootstrap size and δ, and ``declared``: the DP training configuration the
+  model's owner declares (``sampling_rate`` or ``batch_size`` + ``dataset_size``, ``steps`` or
+  ``epochs``, ``noise_multiplier``, ``clip_norm``, ``delta``; all null: nothing declared). With it the
+  bounds stage gives every accountant's ε for that DP-SGD (Poisson-sampled Gaussian composed T
+  times) beside the per-model evidence. It is the owner's statement, not something this audit checks.
 """
 
 from __future__ import annotations
@@ -94,11 +98,92 @@ class AttackParams:
 
 
 @dataclass(frozen=True)
+class DeclaredTraining:
+    """The model's DP-SGD configuration as its owner declares it (every key null: none declared).
+
+    q is ``sampling_rate``, or ``batch_size`` / ``dataset_size``; T is ``steps``, or
+    round(``epochs`` / q); ``noise_multiplier`` is z; ``clip_norm`` C is recorded (the accountants'
+    ε does not depend on it); ``delta`` null means the audit's δ.
+    """
+
+    sampling_rate: float | None = None
+    batch_size: int | None = None
+    dataset_size: int | None = None
+    steps: int | None = None
+    epochs: float | None = None
+    noise_multiplier: float | None = None
+    clip_norm: float | None = None
+    delta: float | None = None
+
+    def __post_init__(self) -> None:
+        if not self.declared:
+            return
+        require(self.sampling_rate is None or 0 < self.sampling_rate <= 1, "sampling_rate",
+                self.sampling_rate, "must lie in (0, 1]")
+        require(self.batch_size is None or self.batch_size >= 1, "batch_size", self.batch_size,
+                "must be >= 1")
+        require(self.dataset_size is None or self.dataset_size >= 1, "dataset_size", self.dataset_size,
+                "must be >= 1")
+        given_rate = self.sampling_rate is not None
+        given_batch = self.batch_size is not None or self.dataset_size is not None
+        require(given_rate != given_batch, "sampling_rate", self.sampling_rate,
+                "declare either sampling_rate or batch_size with dataset_size (exactly one of the two)")
+        require(given_rate or (self.batch_size is not None and self.dataset_size is not None),
+                "dataset_size" if self.batch_size is not None else "batch_size",
+                self.dataset_size if self.batch_size is not None else self.batch_size,
+                "batch_size and dataset_size are declared together")
+        require(given_rate or self.batch_size <= self.dataset_size,  # type: ignore[operator]
+                "batch_size", self.batch_size, f"must be <= dataset_size ({self.dataset_size})")
+        require((self.steps is None) != (self.epochs is None), "steps", self.steps,
+                "declare either steps or epochs (exactly one of the two)")
+        require(self.steps is None or 1 <= self.steps <= MAX_STEPS, "steps", self.steps,
+                f"must be an integer in [1, {MAX_STEPS}]")
+        require(self.epochs is None or self.epochs > 0, "epochs", self.epochs, "must be > 0")
+        require(self.noise_multiplier is not None and self.noise_multiplier > 0, "noise_multiplier",
+                self.noise_multiplier, "must be > 0 (a declared DP configuration needs noise)")
+        require(self.clip_norm is None or self.clip_norm > 0, "clip_norm", self.clip_norm,
+                "must be null or > 0")
+        require(self.delta is None or 0 < self.delta < 1, "delta", self.delta, "must be null or in (0, 1)")
+        require(self.total_steps <= MAX_STEPS, "epochs", self.epochs,
+                f"epochs / sampling rate must be at most {MAX_STEPS} steps")
+
+    @property
+    def declared(self) -> bool:
+        """Whether any key was given."""
+        return any(getattr(self, f) is not None for f in self.__dataclass_fields__)
+
+    @property
+    def q(self) -> float:
+        """Poisson sampling rate."""
+        if self.sampling_rate is not None:
+            return float(self.sampling_rate)
+        return float(self.batch_size) / float(self.dataset_size)  # type: ignore[arg-type]
+
+    @property
+    def total_steps(self) -> int:
+        """T: ``steps``, or ``epochs`` / q rounded (at least 1)."""
+        if self.steps is not None:
+            return int(self.steps)
+        return max(1, round(float(self.epochs) / self.q))  # type: ignore[arg-type]
+
+    def dp_event(self) -> Any:
+        """The declared mechanism as a dp_accounting event: Poisson(q)-sampled Gaussian(z), T times."""
+        import dp_accounting
+
+        step: Any = dp_accounting.GaussianDpEvent(float(self.noise_multiplier))  # type: ignore[arg-type]
+        if self.q < 1.0:
+            step = dp_accounting.PoissonSampledDpEvent(sampling_probability=self.q, event=step)
+        return dp_accounting.SelfComposedDpEvent(step, self.total_steps)
+
+
+@dataclass(frozen=True)
 class BoundsParams:
-    """Epsilon* (Negoescu et al. Def. 2): its bootstrap size and δ (null: 1/(n ln n), n = members)."""
+    """Epsilon* (Negoescu et al. Def. 2): its bootstrap size and δ (null: 1/(n ln n), n = members);
+    ``declared``: the owner's DP training configuration (:class:`DeclaredTraining`)."""
 
     bootstrap: int = 200
     delta: float | None = None
+    declared: DeclaredTraining = field(default_factory=DeclaredTraining)
 
     def __post_init__(self) -> None:
         require(self.bootstrap >= 10, "bootstrap", self.bootstrap, "must be >= 10")

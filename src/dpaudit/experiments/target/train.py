@@ -58,13 +58,11 @@ def train(config: TargetConfig, audit: Audit, out_dir: Path) -> TrainManifest:
     target = load_target_model(audit.prepared_path)
     hidden = None if params.hidden is None else list(params.hidden)
     if target is not None:
-        import tensorflow as tf
-
-        from dpaudit.training.keras_import import params_from_keras_weights
+        from dpaudit.training.keras_import import load_keras_model, params_from_keras_weights
 
         (out_dir / MODEL_FILE).write_bytes(target["bytes"])  # type: ignore[arg-type]
         model = mapped_model(out_dir, prepared, hidden)
-        keras_model = tf.keras.models.load_model(out_dir / MODEL_FILE, compile=False, safe_mode=True)
+        keras_model = load_keras_model(out_dir / MODEL_FILE)  # the allow-list check before Keras sees it
         target_params = params_from_keras_weights(keras_model, model, trials=1)
         facts = {k: v for k, v in target.items() if k != "bytes"}
         source = "keras"

@@ -601,6 +601,24 @@ def clipped_gradient_mass(
     return np.abs(clipped).sum(axis=0)
 
 
+def silence_features(model: Model, X: np.ndarray, canary_size: int, seed: int) -> np.ndarray:
+    """Crafter 5's dataset with a few input features set to 0 in every record, when the model's first
+    weighted layer is dense on the raw features: the first-layer weights of those features then get
+    no gradient from any record (∂ℓ/∂W[i, j] = x_i·δ_j = 0), so Crafter 4 finds 2n coordinates where
+    the data's clipped gradients are exactly 0 and the per-step baseline is 0 by construction. The
+    adversary of threat model F writes the whole dataset, so this is within its power. Otherwise
+    (convolutions, pooling first) ``X`` is returned unchanged."""
+    at = next(i for i, layer in enumerate(model.layers) if isinstance(layer, Dense | Conv2D))
+    first = model.layers[at]
+    if not (isinstance(first, Dense) and all(isinstance(layer, Flatten) for layer in model.layers[:at])):
+        return X
+    flat = np.asarray(X).reshape(len(X), -1).copy()
+    count = min(-(-canary_size // first.units), flat.shape[1] - 1)
+    silent = np.random.default_rng([seed, 55]).choice(flat.shape[1], size=count, replace=False)
+    flat[:, silent] = 0.0
+    return flat.reshape(np.shape(X)).astype(np.asarray(X).dtype)
+
+
 def play_malicious_dataset(
     game: Game,
     z: float,
@@ -619,6 +637,7 @@ def play_malicious_dataset(
     model = game.model
     params0 = model.init(1, seed)
     X, y = craft_malicious_dataset(model, params0, dataset_size, game.lo, game.hi, seed)
+    X = silence_features(model, X, canary_size, seed)
     mass = clipped_gradient_mass(model, params0, X, y, game.clip_norm)
     coords = smallest_update_coordinates(mass, canary_size)
     canary = canary_gradient(model.num_params, coords, game.clip_norm)

@@ -1,0 +1,149 @@
+"""Report section of the one-run audit (Steinke, Nasr & Jagielski 2023, Fig. 2;
+:data:`dpaudit.references.STEINKE_NASR_JAGIELSKI`): the claim against the proven ε_LB, each analysis
+with its ceiling, ε_LB against the number of canaries, and the canaries' scores."""
+
+from __future__ import annotations
+
+import math
+
+from dpaudit.experiments.base import BoundsResult, TrainManifest
+from dpaudit.experiments.onerun.bounds import SCORES
+from dpaudit.experiments.onerun.config import BREAK_KEY, OneRunConfig
+from dpaudit.layout import Audit
+from dpaudit.report.spec import FigureSpec, ReportSection, TableSpec
+
+BREAKS = {
+    "none": "the declared pipeline",
+    "noise_div10": "a broken pipeline: noise multiplier divided by 10, claim unchanged",
+    "unclipped_layer": "a broken pipeline: the canaries' layer is not clipped, claim unchanged",
+}
+
+
+def _fmt(value: float) -> float | str:
+    if math.isinf(value) or value >= 1e300:
+        return "∞"
+    return float(f"{value:.3g}")
+
+
+def section(
+    config: OneRunConfig, audit: Audit, manifest: TrainManifest, result: BoundsResult
+) -> ReportSection:
+    """The audit's section from the bounds stage's numbers."""
+    metrics, ctx, facts = result.metrics, result.context, manifest.facts
+    analyses: list[str] = list(ctx["analyses"])
+    base = f"plots/{audit.name}"
+    figures = [
+        FigureSpec(
+            id=f"{audit.name}-curve",
+            title="ε lower bound against the number of canaries (Steinke et al. Fig. 2)",
+            kind="line",
+            data=f"{base}/curve.csv",
+            x="canaries",
+            y=[
+                *(f"epsilon_lower_{a}" for a in analyses),
+                *(f"ceiling_{a}" for a in analyses),
+                "epsilon_claimed",
+            ],
+            x_label="canaries m (the first m of the run)",
+            y_label="ε",
+            x_log=True,
+            caption=(
+                f"Each analysis at {float(ctx['analysis_level']):.3g} on the first m canaries of the run, "
+                "its ceiling on the ideal Gaussian canary game at the claimed ε and the same m, and the "
+                "claimed ε."
+            ),
+        ),
+        FigureSpec(
+            id=f"{audit.name}-scores",
+            title="Canary scores by inclusion",
+            kind="histogram",
+            data=f"{base}/scores.csv",
+            x="score",
+            y=[],
+            x_label="score"
+            + (
+                " (movement along the canary, summed-gradient units)"
+                if facts["canary_kind"] == "gradient"
+                else " (minus the canary's loss)"
+            ),
+            y_label="canaries",
+            group="included",
+        ),
+    ]
+    rows = []
+    for a in analyses:
+        m = metrics["analyses"][a]
+        counted = "yes" if m["counted"] else "no"
+        rows.append([
+            a, ctx["assumptions"][a], counted, _fmt(m["epsilon_lower"]), _fmt(m["ceiling"]),
+            _fmt(m["ratio_to_ceiling"]), int(m["guesses"]), int(m["correct"]), _fmt(m["confidence"]),
+        ])  # fmt: skip
+    tables = [
+        TableSpec(
+            id=f"{audit.name}-analyses",
+            title="Analyses of the one run",
+            columns=[
+                "analysis",
+                "assumes",
+                "counted",
+                "ε_LB",
+                "ceiling",
+                "ε_LB/ceiling",
+                "guesses",
+                "correct",
+                "level",
+            ],  # fmt: skip
+            rows=rows,
+            caption=(
+                f"The headline is the largest counted bound and holds at {float(metrics['confidence']):.0%} "
+                "jointly (each analysis at its Bonferroni share). fdp_gaussian counts only for full-batch "
+                "DP-SGD, whose mechanism is in the Gaussian trade-off family."
+            ),
+        ),
+        TableSpec(
+            id=f"{audit.name}-verdict",
+            title="Claim against proof",
+            columns=[
+                "pipeline",
+                "claimed ε",
+                "ε_LB",
+                "caught",
+                *(f"ε_{k}" for k in metrics["epsilon_upper"]),
+            ],
+            rows=[
+                [
+                    BREAKS[str(facts[BREAK_KEY])],
+                    _fmt(metrics["epsilon_claimed"]),
+                    _fmt(metrics["epsilon_lower"]),
+                    "yes" if metrics["caught"] else "no",
+                    *(_fmt(v) for v in metrics["epsilon_upper"].values()),
+                ]
+            ],  # fmt: skip
+            caption="caught: the proven ε_LB exceeds the claimed ε of the declared configuration.",
+        ),
+    ]
+    brk = str(facts[BREAK_KEY])
+    description = (
+        f"One DP-SGD run on {audit.dataset} (|D| = {manifest.sizes['D']}, q = {facts['sampling_rate']:g}, "
+        f"T = {facts['steps']}, C = {facts['clip_norm']:g}, declared z = {metrics['noise_multiplier']:.4g}, "
+        f"δ = {manifest.delta:g}; claimed ε = {metrics['epsilon_claimed']:.3g} under "
+        f"{facts['calibration_accountant']}) with m = {manifest.sizes['canaries']} {facts['canary_kind']} "
+        f"canaries, each included with probability ½ ({manifest.sizes['included']} were). Audited: "
+        f"{BREAKS[str(facts[BREAK_KEY])]}"
+        + (f" (trained with z = {metrics['noise_multiplier_used']:.4g})" if brk == "noise_div10" else "")
+        + (f"; the MLP has {manifest.sizes['padding']} extra all-zero input features to hold the canaries"
+           if manifest.sizes["padding"] else "")
+        + "."
+    )  # fmt: skip
+    return ReportSection(
+        dataset=audit.dataset,
+        experiment=audit.experiment,
+        title=f"One-run audit (Steinke et al.) on {audit.dataset}",
+        description=description,
+        headline=result.summary[0],
+        rows=result.summary,
+        tables=tables,
+        figures=figures,
+        scores=dict(SCORES),
+        timings={"train": manifest.seconds},
+    )

@@ -1,0 +1,64 @@
+"""``dpaudit one-run``: the verdict, both analyses with their assumptions, and bad input (exit 2)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dpaudit.bounds.onerun import ASSUMPTIONS, audit_one_run, gdp_mu_for_epsilon
+from dpaudit.cli import main
+
+
+@pytest.fixture()
+def files(tmp_path: Path) -> tuple[Path, Path, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    included = rng.random(1000) < 0.5
+    scores = rng.normal(size=1000) + gdp_mu_for_epsilon(4.0, 1e-5) * included
+    np.save(tmp_path / "s.npy", scores)
+    np.savetxt(tmp_path / "inc.csv", included.astype(int), header="included", comments="", fmt="%d")
+    return tmp_path / "s.npy", tmp_path / "inc.csv", scores, included
+
+
+def test_text_output_has_verdict_and_both_assumptions(files, capsys) -> None:
+    s, inc, scores, included = files
+    assert main(["one-run", "--scores", str(s), "--included", str(inc), "--delta", "1e-5"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    expected = audit_one_run(scores, included, delta=1e-5).epsilon_lower
+    assert out[0].startswith(f"PROVEN: ε ≥ {expected:.3g} at δ = 1e-05, 95 % confidence (steinke")
+    assert any(ASSUMPTIONS["fdp_gaussian"] in line for line in out)
+    assert len(out) <= 24
+
+
+def test_json_matches_the_library(files, capsys) -> None:
+    s, inc, scores, included = files
+    argv = ["one-run", "--scores", str(s), "--included", str(inc), "--delta", "1e-5", "--json"]
+    assert main([*argv, "--analysis", "fdp_gaussian", "--confidence", "0.9"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    audit = audit_one_run(scores, included, delta=1e-5, confidence=0.9, analysis="fdp_gaussian")
+    assert list(result["bounds"]) == ["fdp_gaussian"]
+    assert result["bounds"]["fdp_gaussian"]["epsilon_lower"] == pytest.approx(audit.epsilon_lower)
+    assert result["included"] == int(included.sum())
+
+
+def test_null_scores_prove_nothing(tmp_path: Path, capsys) -> None:
+    rng = np.random.default_rng(1)
+    np.save(tmp_path / "s.npy", rng.normal(size=500))
+    np.save(tmp_path / "i.npy", (rng.random(500) < 0.5).astype(float))
+    argv = ["one-run", "--scores", str(tmp_path / "s.npy"), "--included", str(tmp_path / "i.npy")]
+    assert main([*argv, "--delta", "1e-5"]) == 0
+    assert capsys.readouterr().out.startswith("NOTHING PROVEN at 95 %")
+
+
+def test_bad_included_exits_2_naming_the_argument(files, tmp_path: Path, capsys) -> None:
+    s, _, _, _ = files
+    np.save(tmp_path / "bad.npy", np.full(1000, 0.5))
+    np.save(tmp_path / "short.npy", np.ones(10))
+    for bad, message in (("bad.npy", "only 0 and 1"), ("short.npy", "holds 10 values")):
+        with pytest.raises(SystemExit) as exc:
+            main(["one-run", "--scores", str(s), "--included", str(tmp_path / bad), "--delta", "1e-5"])
+        assert exc.value.code == 2
+        err = capsys.readouterr().err
+        assert "argument --included" in err and message in err
