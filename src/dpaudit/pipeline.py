@@ -22,7 +22,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dpaudit.config import ParamsError, from_mapping, load_params, require, section
+from dpaudit.config import (
+    MODEL_RECORDS_DIR,
+    ParamsError,
+    check_limits,
+    check_names,
+    from_mapping,
+    load_params,
+    model_records,
+    require,
+    section,
+)
 from dpaudit.experiments import get_experiment, registry
 from dpaudit.experiments.base import Experiment, TrainManifest, read_manifest, write_manifest
 from dpaudit.io import atomic_directory, atomic_path, handle_termination, interruption, write_json
@@ -157,10 +167,21 @@ def check_params(params: Mapping[str, Any]) -> list[Audit]:
     return audits
 
 
-def run_check(params: Mapping[str, Any], out_path: Path = CHECK_PATH) -> None:
-    """The ``check`` stage: :func:`check_params`, then write the constant marker file."""
+def run_check(
+    params: Mapping[str, Any], out_path: Path = CHECK_PATH, records_dir: Path = MODEL_RECORDS_DIR
+) -> None:
+    """The ``check`` stage: every name that becomes a path (:func:`check_names`), the whole file
+    (:func:`check_params`), the sizes only the datasets can refuse (:func:`check_limits`) and the
+    audits' Keras files; then one record per audit of its Keras file (its train stage depends on it)
+    and the constant marker file that every stage depends on."""
+    check_names(params)
     audits = check_params(params)
+    check_limits(params, audits)
+    records = model_records(params, audits)
     log.info("params valid: %d audit(s): %s", len(audits), ", ".join(a.name for a in audits) or "none")
+    with atomic_directory(records_dir) as out_dir:
+        for name, record in records.items():
+            write_json(out_dir / f"{name}.json", record)
     with atomic_path(out_path) as tmp:
         tmp.write_text(CHECK_CONTENT)
 
