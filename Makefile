@@ -21,9 +21,11 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	@touch $@
 
-# Stage commands call `python`: run them inside the virtualenv.
+# Stage commands call `python`: run them inside the virtualenv. params.yaml is checked first, outside
+# DVC: an `audits` entry without a dataset or an experiment stops DVC while it reads dvc.yaml ("Could
+# not find 'item.experiment'"), before the check stage could name the key.
 run: env
-	. $(BIN)/activate && dvc repro
+	. $(BIN)/activate && python stages/check.py --validate-only && dvc repro
 
 lint: env
 	$(BIN)/ruff check src stages tests benchmarks

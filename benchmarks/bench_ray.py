@@ -1,29 +1,32 @@
-"""Ray sharding overhead: one adult identifiability setting, single process vs Ray.
+"""Ray sharding cost on one machine: a sharded run against the local run, short and long.
 
 The workload is the DI audit's training: adult MLP 104-6-6-2, |D| = 1000, 30 full-batch steps,
 bounded neighbours with local-sensitivity noise and the DI observer (as in
-``experiments/identifiability/train.py`` and ``bench_side_by_side.py``), 10⁴ trials by default.
+``experiments/identifiability/train.py`` and ``bench_side_by_side.py``).
 
-- **single**: ``train_trials`` in a fresh subprocess with 2 intra-op threads.
-- **ray, S shards**: ``run_trials`` with ``runner.kind: ray`` on a local Ray started with 2 CPUs
-  (before the clock starts; its start-up is timed separately); each task reserves 1 CPU and runs
-  TensorFlow with 1 intra-op thread, so 2 workers use the 2 cores. Run once per shard count.
+Default mode: for a short training (``--short`` trials) and a longer one (``--long`` trials), run
+fresh processes alternately (local, ray, local, ray, …; ``--repeats`` pairs) and time each from
+process start to exit (Python and TensorFlow import, Ray start-up and shut-down included):
 
-Both sides start cold (each process traces the compiled step once). The per-shard overhead h is
-estimated from two shard counts S₁ < S₂ on W workers: h ≈ W·(t(S₂) − t(S₁)) / (S₂ − S₁).
+- **local**: ``run_trials`` with ``runner.kind: local`` (one ``train_trials`` call);
+- **ray**: ``run_trials`` with ``runner.kind: ray`` at its defaults: the driver trains shards at
+  once while a local Ray starts in the background with one CPU fewer than the machine, and the
+  workers, once up, pull the remaining shards from the same queue.
 
-    python benchmarks/bench_ray.py [--trials 10000] [--shards 2,8] [--out results.json]
+It reports the median wall time of each runner, the ratio ray / local per workload, who trained
+the shards in each Ray run, and whether every run's DI records matched the local checksum. The
+load average is recorded before and after every run (other jobs move wall times on a shared box).
+
+    python benchmarks/bench_ray.py [--short 1000] [--long 20000] [--repeats 3] [--out results.json]
 
 ``--stage AUDIT`` instead times the whole train stage as a user runs it, ``python stages/train.py
-AUDIT`` from process start to exit (TensorFlow import, Ray start-up and shut-down included), with
-the params of ``--workspace`` and ``runner.kind`` set to ``local`` and then ``ray`` (the other runner
-keys at their defaults: one shard per CPU), alternating ``--repeats`` times, and checks that both
-runners wrote identical arrays. The workspace must hold the stage's inputs (``data/check``,
-``data/prepared``, ``data/sensitivity``: ``dvc repro sensitivity@<dataset>`` there); each run gets
-a scratch copy whose ``data/train`` is its own. The load average is recorded before and after
-every run, since on a shared machine other jobs move the wall times.
+AUDIT`` from process start to exit, with the params of ``--workspace`` and ``runner.kind`` set to
+``local`` and then ``ray`` (the other runner keys at their defaults), alternating ``--repeats``
+times, reports medians, and checks that both runners wrote identical arrays. The workspace must hold
+the stage's inputs (``data/check``, ``data/prepared``, ``data/sensitivity``: ``dvc repro
+sensitivity@<dataset>`` there); each run gets a scratch copy whose ``data/train`` is its own.
 
-    python benchmarks/bench_ray.py --stage digits-identifiability [--workspace .] [--repeats 2]
+    python benchmarks/bench_ray.py --stage digits-identifiability [--workspace .] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -69,19 +72,51 @@ def workload(trials: int) -> tuple:
     return model, pool, ypool, mask, cfg, kw
 
 
-def single_child(trials: int) -> None:
-    """Train in this process (2 intra-op threads) and print the wall time and a checksum."""
-    import tensorflow as tf
-
-    tf.config.threading.set_intra_op_parallelism_threads(2)
-    from dpaudit.training import dpsgd
+def child(kind: str, trials: int) -> None:
+    """Train once with runner ``kind`` in this process; print the training's seconds, a checksum of
+    the DI records and who trained the shards (Ray is shut down at exit, inside the parent's clock)."""
+    from dpaudit.training import shards
 
     model, X, y, mask, cfg, kw = workload(trials)
     t0 = time.perf_counter()
-    res = dpsgd.train_trials(model, X, y, mask, cfg, seed=0, **kw)
+    with shards.using(shards.RunnerConfig(kind=kind)):
+        res = shards.run_trials(model, X, y, mask, cfg, seed=0, **kw)
     seconds = time.perf_counter() - t0
     checksum = float(np.sum(res.records["di.dot"], dtype=np.float64))
-    print(json.dumps({"seconds": seconds, "checksum": checksum}))
+    owners = list(shards.last_shard_owners) if kind == "ray" else []
+    print(json.dumps({"train_seconds": seconds, "checksum": checksum, "owners": owners}))
+
+
+def compare(trials: int, repeats: int) -> dict:
+    """Fresh processes, local and ray alternately, ``repeats`` pairs: medians and their ratio."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "DPAUDIT_PROGRESS": "0"}
+    env.pop("RAY_ADDRESS", None)
+    runs: list[dict] = []
+    for _ in range(repeats):
+        for kind in ("local", "ray"):
+            load_before = os.getloadavg()
+            t0 = time.perf_counter()
+            out = subprocess.run([sys.executable, __file__, "--child", kind, "--trials", str(trials)],
+                                 env=env, capture_output=True, text=True)  # fmt: skip
+            seconds = time.perf_counter() - t0
+            if out.returncode != 0:
+                sys.exit(f"{kind} run failed (exit status {out.returncode}):\n{out.stderr[-3000:]}")
+            result = json.loads(out.stdout.strip().splitlines()[-1])
+            runs.append({"runner": kind, "seconds": seconds, **result, "load_average_before": load_before,
+                         "load_average_after": os.getloadavg()})  # fmt: skip
+            owners = result["owners"]
+            who = f", shards: {owners.count('driver')} driver / {owners.count('ray')} ray" if owners else ""
+            print(f"{trials} trials, {kind}: {seconds:.1f} s (training {result['train_seconds']:.1f} s{who}; "
+                  f"load {load_before[0]:.1f} → {os.getloadavg()[0]:.1f})", flush=True)  # fmt: skip
+    median = {k: float(np.median([r["seconds"] for r in runs if r["runner"] == k])) for k in ("local", "ray")}
+    checksums = {r["checksum"] for r in runs}
+    return {
+        "trials": trials,
+        "runs": runs,
+        "median_seconds": median,
+        "ray_over_local": median["ray"] / median["local"],
+        "identical_checksums": len(checksums) == 1,
+    }
 
 
 STAGE_INPUTS = ("data/check", "data/prepared", "data/sensitivity", "data/vendor", "stages", "models")
@@ -135,14 +170,14 @@ def time_stage(audit: str, source: Path, repeats: int) -> dict:
                 print(f"train@{audit}, runner {kind}: {seconds:.1f} s "
                       f"(load average {load_before[0]:.1f} → {load_after[0]:.1f})", flush=True)  # fmt: skip
                 outputs.setdefault(kind, train_arrays(ws))
-    best = {k: min(r["seconds"] for r in runs if r["runner"] == k) for k in ("local", "ray")}
+    best = {k: float(np.median([r["seconds"] for r in runs if r["runner"] == k])) for k in ("local", "ray")}
     local, ray = outputs["local"], outputs["ray"]
     identical = local.keys() == ray.keys() and all(np.array_equal(local[k], ray[k]) for k in local)
     return {
         "stage": f"train@{audit}",
         "cpus": os.cpu_count(),
         "runs": runs,
-        "best_seconds": best,
+        "median_seconds": best,
         "ray_over_local": best["ray"] / best["local"],
         "identical_outputs": bool(local) and identical,
     }
@@ -150,74 +185,30 @@ def time_stage(audit: str, source: Path, repeats: int) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trials", type=int, default=10_000)
-    parser.add_argument("--shards", default="2,8", help="shard counts to time, comma-separated")
+    parser.add_argument("--short", type=int, default=1000, help="trials of the short training")
+    parser.add_argument("--long", type=int, default=20000, help="trials of the longer training")
+    parser.add_argument("--repeats", type=int, default=3, help="runs per runner and workload")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--stage", metavar="AUDIT", help="time train@AUDIT, local vs Ray runner")
     parser.add_argument("--workspace", type=Path, default=ROOT, help="where the stage's inputs are")
-    parser.add_argument("--repeats", type=int, default=1, help="runs per runner with --stage")
-    parser.add_argument("--single-child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices=("local", "ray"), help=argparse.SUPPRESS)
+    parser.add_argument("--trials", type=int, default=1000, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.single_child:
-        single_child(args.trials)
+    if args.child:
+        child(args.child, args.trials)
         return
     if args.stage:
         summary = time_stage(args.stage, args.workspace.resolve(), args.repeats)
-        print(json.dumps(summary, indent=2))
-        if args.out:
-            args.out.write_text(json.dumps(summary, indent=2))
-        return
-
-    env = {**os.environ, "TF_NUM_INTRAOP_THREADS": "2", "PYTHONPATH": str(ROOT / "src")}
-    load0 = os.getloadavg()
-    out = subprocess.run(
-        [sys.executable, __file__, "--single-child", "--trials", str(args.trials)],
-        env=env, check=True, capture_output=True, text=True,
-    )  # fmt: skip
-    single = json.loads(out.stdout.strip().splitlines()[-1])
-    print(f"single process, 2 threads: {single['seconds']:.1f} s", flush=True)
-
-    import ray
-
-    from dpaudit.training import dpsgd, shards
-
-    model, X, y, mask, cfg, kw = workload(args.trials)
-    size, num_chunks = dpsgd.chunk_layout(model, mask, cfg)
-    os.environ.setdefault("PYTHONPATH", str(ROOT / "src"))
-    os.environ.setdefault("RAY_worker_niceness", "0")  # Ray's default 15 starves workers on a shared box
-    t0 = time.perf_counter()
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    startup = time.perf_counter() - t0
-    results: dict[str, float] = {}
-    checksums: dict[str, float] = {}
-    for s in [int(v) for v in args.shards.split(",")]:
-        runner = shards.RunnerConfig(kind="ray", shard_chunks=-(-num_chunks // s))
-        t0 = time.perf_counter()
-        with shards.using(runner):
-            res = shards.run_trials(model, X, y, mask, cfg, seed=0, **kw)
-        results[str(s)] = time.perf_counter() - t0
-        checksums[str(s)] = float(np.sum(res.records["di.dot"], dtype=np.float64))
-        print(f"ray, 2 workers × 1 thread, {s} shards: {results[str(s)]:.1f} s "
-              f"({results[str(s)] / single['seconds']:.2f}× single)", flush=True)  # fmt: skip
-    ray.shutdown()
-    counts = sorted(int(k) for k in results)
-    overhead = None
-    if len(counts) >= 2:
-        s1, s2 = counts[0], counts[-1]
-        overhead = 2 * (results[str(s2)] - results[str(s1)]) / (s2 - s1)
-    summary = {
-        "trials": args.trials,
-        "chunk_size": size,
-        "chunks": num_chunks,
-        "single_seconds": single["seconds"],
-        "ray_seconds_by_shards": results,
-        "ray_over_single": {k: v / single["seconds"] for k, v in results.items()},
-        "ray_startup_seconds": startup,
-        "per_shard_overhead_seconds": overhead,
-        "identical_checksums": all(v == single["checksum"] for v in checksums.values()),
-        "load_average_before": load0,
-        "load_average_after": os.getloadavg(),
-    }
+    else:
+        summary = {
+            "cpus": os.cpu_count(),
+            "command": " ".join(["python", "benchmarks/bench_ray.py", *sys.argv[1:]]),
+            "workloads": [compare(t, args.repeats) for t in (args.short, args.long)],
+        }
+        for w in summary["workloads"]:
+            print(f"{w['trials']} trials: local {w['median_seconds']['local']:.1f} s, ray "
+                  f"{w['median_seconds']['ray']:.1f} s (medians of {args.repeats}): ray / local = "
+                  f"{w['ray_over_local']:.2f}", flush=True)  # fmt: skip
     print(json.dumps(summary, indent=2))
     if args.out:
         args.out.write_text(json.dumps(summary, indent=2))

@@ -2,7 +2,8 @@
 
 import argparse
 
-from dpaudit.pipeline import run_bounds, run_stage
+from dpaudit.pipeline.runner import run_stage
+from dpaudit.pipeline.stages import run_bounds
 
 
 def main() -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from dpaudit.data.download import download_dataset
 from dpaudit.data.prepare import DataConfig
-from dpaudit.pipeline import run_stage
+from dpaudit.pipeline.runner import run_stage
 
 
 def main() -> None:

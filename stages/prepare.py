@@ -5,7 +5,7 @@ import argparse
 from pathlib import Path
 
 from dpaudit.data.prepare import DataConfig, prepare_dataset
-from dpaudit.pipeline import run_stage
+from dpaudit.pipeline.runner import run_stage
 
 
 def main() -> None:

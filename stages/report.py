@@ -2,7 +2,8 @@
 
 from pathlib import Path
 
-from dpaudit.pipeline import audits_from_params, run_stage
+from dpaudit.pipeline.audits import audits_from_params
+from dpaudit.pipeline.runner import run_stage
 from dpaudit.report.render import build_report, config_from_params
 
 

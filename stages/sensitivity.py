@@ -5,7 +5,7 @@ import argparse
 from pathlib import Path
 
 from dpaudit.data.prepared import PreparedData
-from dpaudit.pipeline import run_stage
+from dpaudit.pipeline.runner import run_stage
 from dpaudit.sensitivity.search import SensitivityConfig, run_sensitivity
 
 

@@ -4,7 +4,7 @@ against their DVC digests, as the prepared data of the audit <name>-target."""
 import argparse
 from pathlib import Path
 
-from dpaudit.pipeline import run_stage
+from dpaudit.pipeline.runner import run_stage
 
 
 def main() -> None:

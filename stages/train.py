@@ -2,7 +2,8 @@
 
 import argparse
 
-from dpaudit.pipeline import run_stage, run_train
+from dpaudit.pipeline.runner import run_stage
+from dpaudit.pipeline.train import run_train
 
 
 def main() -> None:

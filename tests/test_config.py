@@ -169,7 +169,7 @@ def test_readme_paper_scale_recipe_really_runs_1000_trials_everywhere():
     from dpaudit.experiments import get_experiment
     from dpaudit.pipeline import check_params
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[1] / "docs" / "recipes.md").read_text()
     start = readme.index("dvc exp run -n bernau-paper")
     recipe = readme[start : readme.index("\n\n", start)].replace("\\\n", " ")
     params = _exp_run_params(recipe)
@@ -188,7 +188,7 @@ def test_readme_membership_recipe_passes_the_check():
 
     from dpaudit.pipeline import check_params
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[1] / "docs" / "recipes.md").read_text()
     start = readme.index("dvc exp run -n membership-paper")
     params = _exp_run_params(readme[start : readme.index("\n```", start)].replace("\\\n", " "))
     assert sum(a.experiment == "membership" for a in check_params(params)) == 5

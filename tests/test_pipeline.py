@@ -218,3 +218,39 @@ def test_check_stage_fails_first_and_caches_nothing(tmp_path: Path) -> None:
     for out in ("data/check", "data/raw", "data/prepared", "data/train", "metrics", "dvc.lock"):
         assert not (work / out).exists(), out
     assert not list((work / ".dvc" / "cache").rglob("*")) if (work / ".dvc" / "cache").exists() else True
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ({"dataset": "adult"}, "missing key 'audits.adult-foo.experiment'"),
+        ("oops", "'audits.adult-foo' must be a mapping"),
+        ({"dataset": "adult", "experiment": "foo"}, "'audits.adult-foo.experiment' = 'foo' is invalid"),
+    ],
+)
+def test_make_run_names_a_malformed_audit_before_dvc_reads_dvc_yaml(
+    tmp_path: Path, entry: object, message: str
+) -> None:
+    """An audit entry without an experiment stops DVC while it reads dvc.yaml (``Could not find
+    'item.experiment'``, naming no key of params.yaml), so ``make run`` runs the check first: its
+    ``--validate-only`` mode names the key and writes nothing."""
+    import yaml
+
+    makefile = (REPO_PARAMS.parent / "Makefile").read_text()
+    run_recipe = makefile.split("\nrun:", 1)[1].split("\n\n", 1)[0]
+    assert "python stages/check.py --validate-only && dvc repro" in run_recipe
+
+    params = _params_with("audits.adult-foo", entry)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    env = {**pipeline_env(), "PYTHONPATH": str(REPO_PARAMS.parent / "src")}
+    result = subprocess.run(
+        [sys.executable, str(REPO_PARAMS.parent / "stages" / "check.py"), "--validate-only"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 1
+    assert message in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["params.yaml"]  # nothing written

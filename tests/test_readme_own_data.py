@@ -1,6 +1,6 @@
-"""The README's "Audit your own data and model" walkthrough, run as written in a temporary copy.
+"""The "Audit your own data and model" walkthrough (``docs/own-data.md``), run as written in a temporary copy.
 
-The section's fenced blocks run in order: a ``python`` block whose first line is ``# <file>.py`` is
+The page's fenced blocks run in order: a ``python`` block whose first line is ``# <file>.py`` is
 written to that file (and run by the next ``bash`` block), a ``yaml`` block is merged into
 ``params.yaml``, a ``bash`` block runs with ``bash -e``. Only sizes change: the audits' training
 settings are shrunk to seconds (``TINY``), the Keras model trains for fewer epochs, the default
@@ -22,7 +22,8 @@ import pytest
 import yaml
 from tests.test_dvc_workflow import BIN, REPO, _copy_tree, _env, _run
 
-SECTION = "## Audit your own data and model"
+PAGE = REPO / "docs" / "own-data.md"
+SECTION = "# Audit your own data and model"
 TINY: dict[str, Any] = {
     "membership": {
         "train": {
@@ -50,8 +51,8 @@ def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
 
 
 def blocks() -> list[tuple[str, str]]:
-    """``(language, code)`` of every fenced block of the README section, in order."""
-    text = (REPO / "README.md").read_text()
+    """``(language, code)`` of every fenced block of the walkthrough page, in order."""
+    text = PAGE.read_text()
     start = text.index(SECTION)
     end = text.find("\n## ", start + len(SECTION))
     section = text[start : end if end > 0 else len(text)]

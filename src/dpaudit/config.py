@@ -260,79 +260,20 @@ def from_mapping(cls: type[T], mapping: Mapping[str, Any], where: str) -> T:
         raise ParamsError(f"params: '{where}': {exc}") from exc
 
 
-# ------------------------------------------------------------------------------- the check stage
-
-#: Where Keras architecture files named by ``<experiment>.datasets.<ds>.model.keras`` must lie: the
-#: ``check`` stage depends on this directory, so editing such a file reruns ``check``.
-MODELS_DIR = Path("models")
-
-#: ``check``'s per-audit records of the Keras file each audit's model comes from (path and md5, or
-#: null): ``train@<audit>`` depends on ``<MODEL_RECORDS_DIR>/<audit>.json``, so a changed Keras file
-#: reruns exactly the audits that use it, and nothing else.
-MODEL_RECORDS_DIR = Path("data") / "check" / "models"
-
-
-def _experiment_config(params: Mapping[str, Any], experiment: str) -> Any:
-    from dpaudit.experiments import get_experiment
-
-    return get_experiment(experiment).config_from_params(params)
+# The check stage's own helpers live in :mod:`dpaudit.pipeline.check` (they import the experiments
+# and the datasets, which every module importing this one would otherwise load too); these names
+# stay importable from here.
+_LAZY: dict[str, str] = {
+    "MODELS_DIR": "dpaudit.layout",
+    "MODEL_RECORDS_DIR": "dpaudit.layout",
+    "check_limits": "dpaudit.pipeline.check",
+    "model_records": "dpaudit.pipeline.check",
+}
 
 
-def _keras_file(config: Any, dataset: str) -> str | None:
-    """The ``model.keras`` path of ``<experiment>.datasets.<dataset>``, if the experiment has one."""
-    entry = (getattr(config, "datasets", None) or {}).get(dataset)
-    model = getattr(entry, "model", None)
-    keras = model.get("keras") if isinstance(model, Mapping) else getattr(model, "keras", None)
-    return None if keras is None else str(keras)
-
-
-def model_records(
-    params: Mapping[str, Any], audits: Any, root: Path = Path(".")
-) -> dict[str, dict[str, Any]]:
-    """Per audit: ``{"audit", "keras", "md5"}`` of the Keras file its model comes from (nulls if none).
-
-    A Keras file must be a relative path under :data:`MODELS_DIR` (``models/arch.keras``), the
-    directory the ``check`` stage depends on; anything else is a :class:`ParamsError` naming
-    ``<experiment>.datasets.<ds>.model.keras``. ``audits`` are :class:`dpaudit.layout.Audit` objects.
-    """
-    import hashlib
-
-    records: dict[str, dict[str, Any]] = {}
-    configs: dict[str, Any] = {}
-    for audit in audits:
-        if audit.experiment not in configs:
-            configs[audit.experiment] = _experiment_config(params, audit.experiment)
-        keras = _keras_file(configs[audit.experiment], audit.dataset)
-        md5 = None
-        if keras is not None:
-            key = f"{audit.experiment}.datasets.{audit.dataset}.model.keras"
-            path = Path(keras)
-            inside = path.parts[:1] == (MODELS_DIR.name,) and ".." not in path.parts
-            require(inside, key, keras, f"must be a file under {MODELS_DIR}/ (e.g. {MODELS_DIR}/arch.keras): "
-                    f"the check stage depends on that directory, so editing the file reruns this audit")
-            require((root / path).is_file(), key, keras, "file does not exist")
-            md5 = hashlib.md5((root / path).read_bytes(), usedforsecurity=False).hexdigest()
-        records[audit.name] = {"audit": audit.name, "keras": keras, "md5": md5}
-    return records
-
-
-def check_limits(params: Mapping[str, Any], audits: Any) -> None:
-    """Sizes only the dataset can refuse, for every audit, before any work (each error names the key
-    and the limit): an experiment's config module may define ``check_limits(config, dataset, size)``,
-    called with the dataset's :class:`~dpaudit.data.custom.DatasetSize` as the prepare stage will make it."""
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     import importlib
 
-    from dpaudit.data.custom import dataset_size
-    from dpaudit.data.prepare import DataConfig
-
-    data = DataConfig.from_params(params)
-    sizes: dict[str, Any] = {}
-    for audit in audits:
-        module = importlib.import_module(f"dpaudit.experiments.{audit.experiment}.config")
-        check = getattr(module, "check_limits", None)
-        if check is None:
-            continue
-        if audit.dataset not in sizes:
-            sizes[audit.dataset] = dataset_size(data, audit.dataset)
-        if sizes[audit.dataset] is not None:
-            check(_experiment_config(params, audit.experiment), audit.dataset, sizes[audit.dataset])
+    return getattr(importlib.import_module(_LAZY[name]), name)

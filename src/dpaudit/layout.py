@@ -16,6 +16,8 @@ from dpaudit.data.registry import MANIFEST_NAME as DOWNLOAD_MANIFEST_NAME
 __all__ = [
     "CHECK_PATH",
     "DOWNLOAD_MANIFEST_NAME",
+    "MODELS_DIR",
+    "MODEL_RECORDS_DIR",
     "TIMING_DIR",
     "TRAIN_MANIFEST_NAME",
     "Audit",
@@ -33,6 +35,15 @@ TRAIN_MANIFEST_NAME = "manifest.json"
 #: Output of the ``check`` stage: constant content, so a params change that passes the check
 #: leaves its hash, and therefore every other stage, untouched.
 CHECK_PATH = Path("data") / "check" / "params.ok"
+
+#: Where Keras architecture files named by ``<experiment>.datasets.<ds>.model.keras`` must lie: the
+#: ``check`` stage depends on this directory, so editing such a file reruns ``check``.
+MODELS_DIR = Path("models")
+
+#: ``check``'s per-audit records of the Keras file each audit's model comes from (path and md5, or
+#: null): ``train@<audit>`` depends on ``<MODEL_RECORDS_DIR>/<audit>.json``, so a changed Keras file
+#: reruns exactly the audits that use it, and nothing else.
+MODEL_RECORDS_DIR = Path("data") / "check" / "models"
 
 
 def audit_key(dataset: str, experiment: str) -> str:

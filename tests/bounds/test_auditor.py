@@ -319,3 +319,25 @@ def test_bad_inputs():
         aud.one_run_lower_bound([1.0, 2.0], [True], k_positive=1, k_negative=0, delta=0.0)
     with pytest.raises(ValueError, match="sampling_rate"):
         SubsampledGaussian(0.0, 10)
+
+
+def test_advantage_uses_the_sweeps_counts_with_unchanged_values():
+    """The advantage's threshold sweep is :func:`dpaudit.bounds.empirical.threshold_counts` (the one the
+    ε sweeps use), and its value is bit-for-bit the direct empirical-CDF formula (ties included)."""
+    import math
+
+    import numpy as np
+
+    from dpaudit.bounds.empirical import threshold_counts
+    from dpaudit.bounds.strength import advantage_interval
+
+    rng = np.random.default_rng(3)
+    pos, neg = np.round(rng.normal(0.4, 1, 301), 1), np.round(rng.normal(0, 1, 157), 1)
+    ps, ns = np.sort(pos), np.sort(neg)
+    thresholds = np.concatenate([np.unique(np.concatenate([ps, ns])), [math.inf]])
+    tpr = 1.0 - np.searchsorted(ps, thresholds, side="left") / ps.size
+    fpr = 1.0 - np.searchsorted(ns, thresholds, side="left") / ns.size
+    assert advantage_interval(pos, neg, 0.95)[0] == float(np.max(tpr - fpr))
+    fp, fn = threshold_counts(ps, ns, thresholds)
+    assert np.array_equal(fp, [np.sum(neg >= t) for t in thresholds])
+    assert np.array_equal(fn, [np.sum(pos < t) for t in thresholds])

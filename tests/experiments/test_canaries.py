@@ -173,6 +173,9 @@ def test_end_to_end_mislabeled_canaries_leak_more_and_dp_bounds_stay_valid(tmp_p
     tpr = metrics["defences"]["undefended"]["tpr"]["lira_online_logit"]
     tag = level_tag(0.05)
     assert tpr["mislabeled"][tag]["tpr"] >= 3 * max(tpr["clean"][tag]["tpr"], 0.01)
+    head = metrics["defences"]["undefended"]["headline"]
+    assert tag == "0p05" and head["population_tpr_at_fpr_0p05"] == tpr["clean"][tag]["tpr"]
+    assert {"canary_tpr_at_fpr_0p01", "best_canary_tpr_at_fpr_0p01", "ratio_0p01"} <= set(head)
     assert metrics["defences"]["undefended"]["test_accuracy"]["mean"] > 0.8
     checks = metrics["checks"]
     assert checks["dp_bounds"] == 1 and checks["dp_bounds_above_accountant"] == 0

@@ -39,7 +39,7 @@ from dpaudit.experiments.base import read_manifest
 from dpaudit.layout import Audit
 from dpaudit.report.figures import load_figure_data
 from dpaudit.report.render import build_report
-from dpaudit.report.spec import ReportSection
+from dpaudit.results import ReportSection
 from dpaudit.sensitivity.search import (
     BoundedChoice,
     Candidate,
@@ -277,7 +277,7 @@ TOY_FILES = {
         from dpaudit.bounds.accountants import epsilons_for_event
         from dpaudit.bounds.empirical import epsilon_lower_from_scores
         from dpaudit.experiments.base import BoundsResult, finite_number
-        from dpaudit.report.spec import SummaryRow
+        from dpaudit.results import SummaryRow
 
 
         def bounds(config, audit, manifest):
@@ -294,7 +294,7 @@ TOY_FILES = {
     "report.py": '''
         """Report section of the toy."""
 
-        from dpaudit.report.spec import FigureSpec, ReportSection
+        from dpaudit.results import FigureSpec, ReportSection
 
 
         def section(config, audit, manifest, result):

@@ -17,7 +17,7 @@ from dpaudit.experiments.base import read_manifest
 from dpaudit.experiments.identifiability import config as ident
 from dpaudit.io import read_json
 from dpaudit.report.figures import load_figure_data
-from dpaudit.report.spec import ReportSection
+from dpaudit.results import ReportSection
 from dpaudit.sensitivity.search import (
     BoundedChoice,
     Candidate,

@@ -72,7 +72,7 @@ def test_an_audit_specific_train_size_resizes_d_from_the_pool_and_keeps_them_dis
 
 @pytest.fixture(scope="module")
 def game():
-    from dpaudit.experiments.instantiation.design.threat_models import Game
+    from dpaudit.experiments.instantiation.design.game import Game
     from dpaudit.training.models import mlp
 
     rng = np.random.default_rng(0)
@@ -96,7 +96,7 @@ def game():
 
 
 def test_canary_gradient_has_norm_c_and_splits_into_parameters(game) -> None:
-    from dpaudit.experiments.instantiation.design.threat_models import _flat, _split_flat
+    from dpaudit.experiments.instantiation.design.game import _flat, _split_flat
 
     for size in (2, 20, 200):
         size = min(size, game.model.num_params)
@@ -112,7 +112,8 @@ def test_gradient_canary_without_noise_is_perfect_and_reaches_the_cp_cap(game) -
     """E with (almost) no noise: every D′ trial scores above every D trial; the bound is the CP cap."""
     from dataclasses import replace
 
-    from dpaudit.experiments.instantiation.design.threat_models import distinguisher3, play_gradient_canary
+    from dpaudit.experiments.instantiation.design.crafters.canary import play_gradient_canary
+    from dpaudit.experiments.instantiation.design.distinguishers import distinguisher3
 
     # The canary enters every step after t_o (q = 1), and feature 0 is 0 throughout D, so the data's
     # gradients vanish on the first-layer weights of that feature (flat coordinates 0..7): Crafter 4
@@ -135,7 +136,7 @@ def test_gradient_canary_without_noise_is_perfect_and_reaches_the_cp_cap(game) -
 
 
 def test_static_poison_raises_the_mean_shadow_loss(game) -> None:
-    from dpaudit.experiments.instantiation.design.threat_models import (
+    from dpaudit.experiments.instantiation.design.crafters.poison import (
         craft_static_poison,
         train_shadow_models,
     )
@@ -155,7 +156,7 @@ def test_static_poison_raises_the_mean_shadow_loss(game) -> None:
 def test_adaptive_poison_lowers_the_query_loss_after_one_virtual_step(game) -> None:
     import tensorflow as tf
 
-    from dpaudit.experiments.instantiation.design.threat_models import craft_adaptive_input
+    from dpaudit.experiments.instantiation.design.crafters.poison import craft_adaptive_input
 
     model = game.model
     params = [tf.constant(p) for p in model.init(3, seed=5)]
@@ -179,7 +180,7 @@ def test_adaptive_poison_with_the_clipped_step_is_never_worse_than_the_query(gam
     after that step is at most what inserting x_q itself gives, per trial (so D's view is at least C's)."""
     import tensorflow as tf
 
-    from dpaudit.experiments.instantiation.design.threat_models import craft_adaptive_input
+    from dpaudit.experiments.instantiation.design.crafters.poison import craft_adaptive_input
 
     model = game.model
     params = [tf.constant(p) for p in model.init(4, seed=9)]
@@ -254,7 +255,7 @@ def _exp_run_params(recipe: str) -> dict:
 def _readme_recipe(name: str) -> str:
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "recipes.md").read_text()
     start = readme.index(f"dvc exp run -n {name}")
     return readme[start : readme.index("\n```", start)].replace("\\\n", " ")
 
@@ -293,7 +294,7 @@ def test_adaptive_input_starts_at_the_query_or_at_zero(game) -> None:
     input range (``zero``, the paper's); an unknown start is refused."""
     import tensorflow as tf
 
-    from dpaudit.experiments.instantiation.design.threat_models import craft_adaptive_input
+    from dpaudit.experiments.instantiation.design.crafters.poison import craft_adaptive_input
 
     params = [tf.constant(p) for p in game.model.init(2, seed=5)]
     xq = game.X_pool[:1]
@@ -313,7 +314,7 @@ def test_distinguisher2_takes_the_best_statistic_by_bonferroni() -> None:
     budget against B, not half its trials or two thirds of its budget)."""
     from dpaudit.experiments.instantiation.bounds import audit_cell
     from dpaudit.experiments.instantiation.design import Cell
-    from dpaudit.experiments.instantiation.design.threat_models import distinguisher2_statistics
+    from dpaudit.experiments.instantiation.design.distinguishers import distinguisher2_statistics
 
     rng = np.random.default_rng(4)
     n = 400
@@ -336,6 +337,9 @@ def test_distinguisher2_takes_the_best_statistic_by_bonferroni() -> None:
     assert out["epsilon_lower_family"] == pytest.approx(alone.lower_bounds["subsampled_gaussian"].epsilon)
     assert out["epsilon_lower_family"] > 0.5
     assert out["counted_per_world"] == n
+    # TPR at 1 % FPR under the scores auditor's name, for the chosen statistic and for each one.
+    assert out["tpr_at_fpr_0p01"] == alone.tpr_at_fpr[0.01][0]
+    assert {f"tpr_at_fpr_0p01_{k}" for k in ("max", "mean", "final")} <= set(out)
 
 
 def test_canaries_go_to_inert_coordinates_first_where_the_data_cannot_answer() -> None:
@@ -345,7 +349,7 @@ def test_canaries_go_to_inert_coordinates_first_where_the_data_cannot_answer() -
     flagged, and a convolution has no inert coordinates."""
     import tensorflow as tf
 
-    from dpaudit.experiments.instantiation.design.threat_models import inert_coordinates, place_canaries
+    from dpaudit.experiments.instantiation.design.crafters.canary import inert_coordinates, place_canaries
     from dpaudit.training.models import mlp
 
     rng = np.random.default_rng(3)
@@ -447,10 +451,10 @@ def test_crafter5_silences_features_so_the_canary_sees_no_data_gradient() -> Non
     """F's dataset zeroes ⌈2n/units⌉ input features of an MLP: Crafter 4 then finds 2n coordinates
     whose clipped data-gradient mass is exactly 0, the guarantee behind F's known-zero baseline; a CNN's
     dataset is left alone (a kernel is shared across positions)."""
-    from dpaudit.experiments.instantiation.design.threat_models import (
+    from dpaudit.attacks.gradient_canary import smallest_update_coordinates
+    from dpaudit.experiments.instantiation.design.crafters.canary import (
         clipped_gradient_mass,
         silence_features,
-        smallest_update_coordinates,
     )
     from dpaudit.experiments.modelling import build_model
     from dpaudit.training.models import Dense, Model
@@ -469,3 +473,62 @@ def test_crafter5_silences_features_so_the_canary_sees_no_data_gradient() -> Non
     cnn = build_model("mnist", (28, 28, 1), 10, (4, 4, 4))
     images = rng.uniform(size=(2, 28, 28, 1)).astype(np.float32)
     np.testing.assert_array_equal(silence_features(cnn, images, 2, 0), images)
+
+
+def test_the_registry_reads_like_table_one_and_drives_the_names_and_the_config() -> None:
+    """Table I (Nasr et al.): crafter and distinguisher per threat model, weakest first; the report's
+    names, the config's accepted keys and the strongest-threat-model rule all come from that table."""
+    import typing
+
+    from dpaudit.experiments.instantiation.config import ThreatModel
+    from dpaudit.experiments.instantiation.design import NAMES
+    from dpaudit.experiments.instantiation.design.registry import ORDER, REGISTRY, strongest
+
+    assert ORDER == ("A", "B", "C", "D", "E", "F")
+    assert [REGISTRY[k].crafter for k in ORDER] == [1, 2, 2, 3, 4, 5]
+    assert [REGISTRY[k].distinguisher for k in ORDER] == [1, 1, 2, 2, 3, 3]
+    assert [REGISTRY[k].protocol for k in ORDER] == [1, 1, 2, 3, 4, 4]
+    assert NAMES["A"] == "API access (§IV-A)" and NAMES["F"] == "malicious dataset (§IV-F)"
+    assert REGISTRY["C"].trials_key == "B" and REGISTRY["B"].trials_key == "B"
+    assert [k for k in ORDER if REGISTRY[k].uses_poison] == ["B", "C", "D"]
+    assert [k for k in ORDER if not REGISTRY[k].trains_on_real_data] == ["F"]
+    assert [k for k in ORDER if REGISTRY[k].frozen_model] == ["F"]
+    assert [k for k in ORDER if REGISTRY[k].simulated] == ["F"]
+    assert typing.get_args(ThreatModel) == ORDER
+    assert strongest(["C", "A", "E"]) == "E" and strongest(["B"]) == "B"
+
+
+def test_threat_models_sharing_trials_play_once_and_write_both_views(game, tmp_path, monkeypatch) -> None:
+    """The train stage reads the registry: B and C (C plays B's trials) play once with B's seed and both
+    views are written, in whatever order the config lists them; A plays its own trials."""
+    from dataclasses import replace
+
+    from dpaudit.experiments.instantiation import train as train_stage
+    from dpaudit.experiments.instantiation.design.crafters import poison
+    from dpaudit.experiments.instantiation.design.registry import REGISTRY
+    from dpaudit.layout import Audit
+
+    played: list[tuple[str, int]] = []
+
+    def fake(key: str):
+        def play(p):
+            played.append((key, p.seed))
+            return {"inserted": p.inserted(), "seed": np.asarray(p.seed), "poison": np.asarray(p.poison[0])}
+
+        return play
+
+    table = {k: replace(tm, play=fake(tm.trials_key)) for k, tm in REGISTRY.items()}
+    monkeypatch.setattr(train_stage, "REGISTRY", table)
+    monkeypatch.setattr(train_stage, "build_game", lambda config, audit: game)
+    monkeypatch.setattr(poison, "train_shadow_models", lambda g, z, n, seed: ([], np.arange(3)))
+    monkeypatch.setattr(poison, "craft_static_poison", lambda *a: (np.zeros(5, np.float32), np.zeros(1)))
+    train = {"threat_models": ["C", "A", "B"], "trials_per_world": 10}
+    config = config_from_params({"instantiation": {"train": train, "datasets": {"adult": {}}}})
+    audit = Audit("adult", "instantiation", tmp_path)
+    manifest = train_stage.train(config, audit, tmp_path / "train")
+    seed_b = train_stage.cell_seed(0, "adult", "B", 2.0)
+    assert played == [("B", seed_b), ("A", train_stage.cell_seed(0, "adult", "A", 2.0))]
+    with np.load(tmp_path / "train" / "B-eps2.npz") as b, np.load(tmp_path / "train" / "C-eps2.npz") as c:
+        assert int(b["seed"]) == int(c["seed"]) == seed_b
+        assert np.array_equal(b["inserted"], c["inserted"]) and b["inserted"].sum() == 10
+    assert set(manifest.facts["cell_trials"]) == {"A-eps2", "B-eps2", "C-eps2"}

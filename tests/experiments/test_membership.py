@@ -23,7 +23,7 @@ from dpaudit.experiments.membership.bounds import pareto_frontier
 from dpaudit.experiments.membership.config import SplitSizes, config_from_params
 from dpaudit.experiments.membership.design import draw_splits, plan_strategies
 from dpaudit.io import write_npz
-from dpaudit.report.spec import ReportSection
+from dpaudit.results import ReportSection
 
 SMALL = {
     "train": {

@@ -37,7 +37,7 @@ from dpaudit.experiments.target.config import (
 from dpaudit.experiments.target.design.inputs import load_target_model, prepare_target, read_membership
 from dpaudit.io import read_json, write_npz
 from dpaudit.layout import Audit
-from dpaudit.report.spec import ReportSection
+from dpaudit.results import ReportSection
 from dpaudit.sensitivity.search import SensitivityConfig, run_sensitivity
 
 REPO = Path(__file__).resolve().parents[2]

@@ -16,8 +16,8 @@ tfp_opt = pytest.importorskip("tensorflow_privacy")
 from dpaudit.bounds.onerun import ASSUMPTIONS  # noqa: E402
 from dpaudit.onerun import OneRunAuditor  # noqa: E402
 
-README = Path(__file__).resolve().parents[2] / "README.md"
-SECTION = "## Audit your own training in one run"
+README = Path(__file__).resolve().parents[2] / "docs" / "one-run.md"
+SECTION = "## In your Keras training: `OneRunAuditor`"
 
 
 def readme_example() -> str:

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from dpaudit.io import write_json
-from dpaudit.report.spec import FigureSpec, ReportSection, SummaryRow, TableSpec
+from dpaudit.results import FigureSpec, ReportSection, SummaryRow, TableSpec
 
 AUDITS = ("adult-membership", "digits-identifiability")
 RAW_BYTES = b"39, State-gov, 77516, Bachelors\n"

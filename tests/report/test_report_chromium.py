@@ -133,3 +133,76 @@ def test_screenshot_is_kept_as_an_artifact(built_report, tmp_path):
     assert len(np.unique(grey)) > 50
     dark_rows = np.flatnonzero((grey < 128).any(axis=1))
     assert dark_rows.size > 500 and dark_rows.max() > 2000
+
+
+#: Writes, on load, the width each element needs (scrollWidth) and has (clientWidth) into the DOM.
+LAYOUT_PROBE = """<script>
+window.addEventListener("load", function () {
+  function size(e) { return e ? [e.scrollWidth, e.clientWidth] : null; }
+  var marker = document.createElement("pre");
+  marker.id = "dpaudit-layout";
+  marker.textContent = JSON.stringify({
+    window: window.innerWidth,
+    page: size(document.documentElement),
+    body: size(document.body),
+    summary: size(document.getElementById("summary"))
+  });
+  document.body.appendChild(marker);
+});
+</script>"""
+
+
+def _layout(page: Path, tmp_path: Path, width: int = 1280) -> dict:
+    """Widths that ``page`` needs and has at a ``width``-pixel window: page, body and the summary."""
+    probed = tmp_path / f"layout-{page.name}"
+    probed.write_text(page.read_text(encoding="utf-8").replace("<head>", "<head>" + LAYOUT_PROBE, 1))
+    result = _chromium(
+        [f"--window-size={width},2000", "--virtual-time-budget=5000", "--dump-dom", probed.as_uri()],
+        tmp_path / "profile-layout",
+    )
+    found = re.search(r'<pre id="dpaudit-layout">(.*?)</pre>', result.stdout, re.S)
+    assert found, f"layout marker missing; chromium exit {result.returncode}: {result.stderr[-2000:]}"
+    return json.loads(html.unescape(found.group(1)))
+
+
+def _assert_fits(layout: dict) -> None:
+    assert layout["window"] == 1280
+    for name in ("page", "body", "summary"):
+        needed, has = layout[name]
+        assert needed <= has, f"{name} needs {needed} px but has {has} px: it scrolls sideways"
+
+
+def test_summary_fits_1280_pixels_without_horizontal_overflow(fake_root, tmp_path):
+    """Long settings, estimators, score labels and unbreakable words wrap inside the summary table."""
+    from dpaudit.report.render import build_report
+
+    path = fake_root / "data" / "bounds" / "adult-membership" / "section.json"
+    raw = json.loads(path.read_text())
+    long_words = " ".join(["a-setting-name-without-any-space-to-break-at_" * 3] * 3)
+    raw["headline"].update(
+        setting=long_words,
+        epsilon_lower_estimator="an estimator described in a whole paragraph " * 12,
+        epsilon_lower_assumes="an assumption described at length " * 8,
+        epsilon_upper={f"accountant_{i}": 10.0 + i for i in range(8)},
+        utility_name="a utility with a rather long name_" * 3,
+    )
+    raw["scores"] = {f"score_{i}": f"a long score label number {i} " * 3 for i in range(6)}
+    raw["headline"]["scores"] = {f"score_{i}": 0.123456 * i for i in range(6)}
+    raw["figures"] = []
+    path.write_text(json.dumps(raw))
+    out = fake_root / "reports" / "index.html"
+    build_report(fake_root, out, fake_root / "metrics" / "summary.json", "t", audits=["adult-membership"])
+    _assert_fits(_layout(out, tmp_path))
+
+
+def test_layout_probe_sees_a_table_that_overflows(tmp_path):
+    wide = tmp_path / "wide.html"
+    cells = "".join(f"<td>{'x' * 40}</td>" for _ in range(40))
+    wide.write_text(
+        "<!DOCTYPE html><html><head><title>w</title></head><body>"
+        f'<table id="summary"><tr>{cells}</tr></table></body></html>'
+    )
+    layout = _layout(wide, tmp_path)
+    assert layout["page"][0] > layout["page"][1] and layout["body"][0] > layout["body"][1]
+    with pytest.raises(AssertionError, match="scrolls sideways"):
+        _assert_fits(layout)

@@ -16,17 +16,26 @@ from PIL import Image
 from dpaudit.report.figures import (
     DPI,
     PANEL_SIZE,
-    REGION_COLUMNS,
-    REGION_ROW_HEIGHT,
     TITLE_HEIGHT,
     FigureError,
     _draw_panel,
+    draw_figure,
+    human,
     load_figure_data,
-    region_of_privacy_data,
-    region_of_privacy_png,
+    overlapping_tick_labels,
     render_figure,
 )
-from dpaudit.report.spec import FigureSpec, ReportSection, SummaryRow
+from dpaudit.report.region import (
+    CLIP_FACTOR,
+    CLIPPED_LABEL,
+    REGION_COLUMNS,
+    REGION_ROW_HEIGHT,
+    ZERO_LABEL,
+    region_of_privacy_data,
+    region_of_privacy_figure,
+    region_of_privacy_png,
+)
+from dpaudit.results import FigureSpec, ReportSection, SummaryRow
 
 
 def _specs(root: Path) -> dict[str, FigureSpec]:
@@ -91,7 +100,7 @@ def test_highlight_connects_the_true_rows_sorted_by_x(fake_root):
 def test_groups_hlines_and_diagonal_appear_in_the_legend(fake_root):
     specs = _specs(fake_root)
     beliefs = _panel(specs["beliefs"], fake_root)
-    assert [t.get_text() for t in beliefs.get_legend().get_texts()] == ["global", "local", "rho_beta = 0.9"]
+    assert [t.get_text() for t in beliefs.get_legend().get_texts()] == ["global", "local", "ρβ = 0.9"]
     eps = _panel(specs["eps"], fake_root)
     diagonal = [line for line in eps.get_lines() if line.get_label() == "y = x"]
     assert len(diagonal) == 1
@@ -176,3 +185,80 @@ def test_non_finite_and_non_positive_values_are_not_drawn_on_log_axes(fake_root)
     linear = dataclasses.replace(spec, y_log=False)
     (line,) = _panel(linear, fake_root).get_lines()
     np.testing.assert_allclose(line.get_xdata(), [1, 2, 4])
+
+
+def test_column_names_are_spelled_for_people():
+    assert human("rho_beta") == "ρβ" and human("rho_alpha_rdp") == "ρα (RDP)"
+    assert human("eps_lb") == "ε lower bound" and human("epsilon_lower_sweep") == "ε lower bound (sweep)"
+    assert human("epsilon_pld") == "ε (PLD)" and human("cp_cap") == "CP cap"
+    assert human("epsilon_star_null_mean") == "Epsilon* (null mean)" and human("tpr") == "TPR"
+    assert human("population_tpr_0_1pct") == "population TPR 0.1%"
+    assert human("canary_tpr_5pct") == "canary TPR 5%"
+    assert human("population_tpr_at_fpr_0p001") == "population TPR at FPR 0.001"
+    # Text already written for people, and group values, stay as they are.
+    assert human("A: gradient canary") == "A: gradient canary" and human("TPR") == "TPR" and human(2.0) == "2"
+
+
+def test_legends_and_facet_titles_use_human_names(fake_root):
+    path = fake_root / "plots" / "human.csv"
+    path.write_text("rho_beta,eps_lb,epsilon_pld,threat_model\n0.5,0.1,1,A\n0.9,0.8,2,A\n")
+    spec = FigureSpec("h", "H", "line", str(path), "rho_beta", ["eps_lb", "epsilon_pld"], "ρβ", "ε",
+                      facet="threat_model")  # fmt: skip
+    fig = draw_figure(spec, fake_root)
+    (ax,) = (a for a in fig.axes if a.get_visible())
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["ε lower bound", "ε (PLD)"]
+    assert ax.get_title() == "threat model = A"
+
+
+def test_rate_axes_keep_their_limits(fake_root):
+    """An ROC with a diagonal stays inside [0, 1] on both axes (the diagonal may not widen them)."""
+    path = fake_root / "plots" / "roc_limits.csv"
+    path.write_text("fpr,tpr\n0,0\n0.2,0.6\n1,1\n")
+    roc = FigureSpec("r", "ROC", "line", str(path), "fpr", ["tpr"], "FPR", "TPR", diagonal=True,
+                     x_limits=(0.0, 1.0), y_limits=(0.0, 1.0))  # fmt: skip
+    ax = _panel(roc, fake_root)
+    assert ax.get_xlim() == (0.0, 1.0) and ax.get_ylim() == (0.0, 1.0)
+    free = _panel(dataclasses.replace(roc, x_limits=None, y_limits=None), fake_root)
+    assert free.get_xlim()[0] < 0 or free.get_xlim()[1] > 1  # matplotlib's margins leave [0, 1]
+    log = _panel(dataclasses.replace(roc, x_log=True, y_log=True, x_limits=(None, 1.0), y_limits=(None, 1.0)),
+                 fake_root)  # fmt: skip
+    assert log.get_xlim()[1] == 1.0 and log.get_ylim()[1] == 1.0
+    # The limits survive the section's JSON round trip.
+    section = ReportSection("d", "e", "t", "", SummaryRow("s", {}, None, None), [], [], [roc])
+    section.save(fake_root / "s.json")
+    assert ReportSection.load(fake_root / "s.json").figures == [roc]
+
+
+def test_bar_chart_tick_labels_do_not_print_over_each_other(fake_root):
+    path = fake_root / "plots" / "long_bars.csv"
+    names = [f"{t}: a threat model with a long descriptive name" for t in "ABCDEF"]
+    path.write_text("threat_model,eps\n" + "".join(f"{n},{i + 1}\n" for i, n in enumerate(names)))
+    spec = FigureSpec("b", "Bars", "bar", str(path), "threat_model", ["eps"], "threat model", "ε")
+    crowded = Figure(figsize=PANEL_SIZE)
+    FigureCanvasAgg(crowded)
+    raw_ax = crowded.subplots()
+    _draw_panel(raw_ax, load_figure_data(spec, fake_root), dataclasses.replace(spec))
+    for label in raw_ax.get_xticklabels():  # the labels as one line each: they do collide
+        label.set_text(label.get_text().replace("\n", " "))
+    crowded.canvas.draw()
+    assert overlapping_tick_labels(raw_ax) > 0
+    fig = draw_figure(spec, fake_root)
+    assert all(overlapping_tick_labels(ax) == 0 for ax in fig.axes)
+    assert [t.get_text().replace("\n", " ") for t in fig.axes[0].get_xticklabels()] == names
+
+
+def test_region_of_privacy_log_axis_clips_loose_compositions_and_marks_zero_bounds():
+    tight = SummaryRow("z=1", {"rdp": 3.0, "pld": 2.5, "naive": 20.0, "advanced": 1e46}, 0.0, "split", {})
+    other = SummaryRow("z=4", {"rdp": 0.9, "pld": 0.8, "naive": 5.0}, 0.4, "split", {})
+    fig = region_of_privacy_figure([("a", tight), ("a", other)])
+    assert fig is not None
+    (ax,) = fig.axes
+    assert ax.get_xscale() == "log"
+    clip = CLIP_FACTOR * 3.0  # the largest value but the loose accountants' is rdp's 3
+    assert clip < ax.get_xlim()[1] <= 2 * clip
+    drawn = [x for line in ax.get_lines() for x in np.atleast_1d(line.get_xdata())]
+    assert max(drawn) <= clip and 20.0 in drawn  # naive 20 is inside the axis, advanced 1e46 is not
+    labels = {line.get_label() for line in ax.get_lines()}
+    assert CLIPPED_LABEL in labels and ZERO_LABEL in labels
+    assert any("advanced 1e+46" in t.get_text() for t in ax.texts)
+    assert ax.get_xlim()[0] > 0

@@ -19,7 +19,7 @@ from PIL import Image
 from dpaudit.config import ParamsError
 from dpaudit.report.figures import FigureError
 from dpaudit.report.render import build_report, config_from_params, format_value, git_commit
-from dpaudit.report.spec import ReportSection, TableSpec
+from dpaudit.results import ReportSection, TableSpec
 
 
 class _Collector(HTMLParser):
@@ -70,15 +70,20 @@ def test_every_section_and_one_summary_row_per_dataset_experiment(built_report):
     page, _, parsed = _read(*built_report[1:])
     assert parsed.sections == ["adult-membership", "digits-identifiability"]
     assert parsed.summary_rows == ["adult-membership", "digits-identifiability"]
-    # Headline cells: rdp 12, lower 0.8 with its estimator; identifiability ρβ 0.9 and ρα 0.23.
+    # One headline per row: ε proven with its short tag (the estimator is the tooltip), ε promised by
+    # the tightest accountant (PLD 11.1 of rdp 12, pld 11.1, …), their ratio, the audited model's utility.
     summary = page[page.index('id="summary"') : page.index("</table>", page.index('id="summary"'))]
-    assert "<td>12</td>" in summary and "loss-threshold (split)" in summary
-    assert "<td>0.9</td>" in summary and "<td>0.23</td>" in summary
-    assert "accuracy 0.81" in summary
-    # The summary names the estimator of each lower bound and what it assumes, at the joint level.
-    assert ">estimator</th>" in summary and ">assumes</th>" in summary
-    assert "ε lower (valid, joint confidence)" in summary
-    assert "independent fair-coin inclusion" in summary
+    head = summary[: summary.index("</thead>")]
+    for column in ("ε proven", "ε promised", "proven / promised", "utility (audited model)"):
+        assert f">{column}</th>" in head
+    assert "estimator</th>" not in head and "assumes</th>" not in head
+    assert '0.8<span class="tag" title="loss-threshold (split); assumes: independent fair-coin inclusion">' \
+        "random inclusion</span>" in summary
+    every = "rdp: 12 · pld: 11.1 · naive: 125 · advanced: 40"
+    assert f'11.1<span class="tag" title="{every}">PLD</span>' in summary
+    assert f"<td>{0.8 / 11.1:.3g}</td>" in summary
+    assert '0.81<span class="tag">accuracy</span>' in summary
+    assert "ρβ: <b>0.9</b>" in summary and "ρα: <b>0.23</b>" in summary and "Epsilon*: <b>0.42</b>" in summary
     assert "Adv and δ′ by sensitivity × neighbours" in page and "Bernau Table 2 layout" in page
 
 
@@ -134,7 +139,9 @@ def test_non_finite_scores_are_left_out_of_summary_and_shown_as_infinity(fake_ro
     path.write_text(json.dumps(raw))
     page, summary, _ = _build(fake_root)
     assert "epsilon_upper" not in summary["adult-membership"]
-    assert "<td>∞</td>" in page
+    summary = page[page.index('id="summary"') : page.index("</table>", page.index('id="summary"'))]
+    # No finite upper bound: ∞ promised (every accountant in the tooltip), no ratio.
+    assert '<td>∞<span class="tag" title="rdp: — · naive: ∞">no finite bound</span></td><td>—</td>' in summary
 
 
 def test_renders_only_the_listed_audits_and_names_a_missing_one(fake_root):
@@ -150,7 +157,8 @@ def test_renders_only_the_listed_audits_and_names_a_missing_one(fake_root):
 
 
 def test_summary_columns_are_the_scores_sections_declare(fake_root):
-    """A section declaring its own headline score gets its own summary column and summary.json key."""
+    """A section's declared headline scores appear in its summary row (one short line each) and in
+    summary.json; a rate observed as 0 is shown with its interval from ``<key>_upper``."""
     path = fake_root / "data" / "bounds" / "adult-membership" / "section.json"
     raw = json.loads(path.read_text())
     raw["scores"] = {"tpr_at_1pct": "TPR @ 1% FPR"}
@@ -158,12 +166,17 @@ def test_summary_columns_are_the_scores_sections_declare(fake_root):
     raw["figures"] = []
     path.write_text(json.dumps(raw))
     page, summary, _ = _build(fake_root)
-    head = page[page.index('id="summary"') :]
-    assert "TPR @ 1% FPR" in head[: head.index("</thead>")]
-    assert (
-        summary["adult-membership"]["tpr_at_1pct"] == 0.31
-        and "epsilon_star" not in summary["adult-membership"]
-    )
+    cells = page[page.index('id="summary"') : page.index("</table>", page.index('id="summary"'))]
+    assert "TPR @ 1% FPR: <b>0.31</b>" in cells and "Epsilon*" not in cells
+    assert summary["adult-membership"]["tpr_at_1pct"] == 0.31
+    assert "epsilon_star" not in summary["adult-membership"]
+    raw["scores"] = {"tpr": "attack TPR @ 1 % FPR", "tpr_upper": "its upper limit where 0 was observed"}
+    raw["headline"]["scores"] = {"tpr": 0.0, "tpr_upper": 0.0031}
+    path.write_text(json.dumps(raw))
+    page, summary, _ = _build(fake_root)
+    cells = page[page.index('id="summary"') : page.index("</table>", page.index('id="summary"'))]
+    assert "attack TPR @ 1 % FPR: <b>0 [0, 0.0031]</b>" in cells and "its upper limit" not in cells
+    assert summary["adult-membership"]["tpr"] == 0.0 and summary["adult-membership"]["tpr_upper"] == 0.0031
 
 
 def test_provenance(built_report):

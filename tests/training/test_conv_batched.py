@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from dpaudit.training import dpsgd, models
+from dpaudit.training import dpsgd, models, models_conv
 
 #: Patch matmul vs native convolution, or one chunk vs another: the same sums in another order
 #: (float32 rounding only).
@@ -61,7 +61,7 @@ def test_unrolled_and_patch_forward_and_gradients_match_one_model_at_a_time(
 
     z_unrolled, g_unrolled = forward_and_input_grad()
     np.testing.assert_array_equal(z_unrolled, ref)
-    monkeypatch.setattr(models, "UNROLL_TRIALS", 0)  # force the batched patch matmul
+    monkeypatch.setattr(models_conv, "UNROLL_TRIALS", 0)  # force the batched patch matmul
     z_patch, g_patch = forward_and_input_grad()
     np.testing.assert_allclose(z_patch, ref, atol=PATCH_ATOL)
     np.testing.assert_allclose(g_patch, g_unrolled, atol=PATCH_ATOL)
@@ -87,7 +87,7 @@ def test_strategies_train_alike_at_zero_noise(monkeypatch: pytest.MonkeyPatch) -
     for strategy, chunk in (("groups", 2), ("trials", 5)):
         for a, b in zip(single, run(strategy, chunk), strict=True):
             np.testing.assert_allclose(b, a, atol=PATCH_ATOL)
-    monkeypatch.setattr(models, "UNROLL_TRIALS", 0)
+    monkeypatch.setattr(models_conv, "UNROLL_TRIALS", 0)
     dpsgd._CACHE.clear()  # the compiled steps above baked in the unrolled convolutions
     try:
         patch = run("trials", 5)

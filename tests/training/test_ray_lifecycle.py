@@ -2,7 +2,8 @@
 exit, and a signal during a sharded run ends the stage like a local one (one line, exit 143 or 130,
 no partial output, no Ray process left behind).
 
-The trainings are tiny (a 2-layer MLP on 60 rows, 16 trials in chunks of 4). The signal tests run a
+The trainings are tiny (a 2-layer MLP on 60 rows, 16 trials in chunks of 4; the signal stage uses
+chunks of 1, so that the driver's first shard is short and a Ray worker soon joins). The signal tests run a
 stage in a subprocess and are marked slow: importing TensorFlow and starting Ray there takes 15–30 s
 on two busy cores.
 """
@@ -14,13 +15,14 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from dpaudit.training import dpsgd, models, shards
+from dpaudit.training import dpsgd, models, ray_session, shards
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -45,7 +47,7 @@ def no_ray(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("PYTHONPATH", str(REPO / "src"))
     monkeypatch.setenv("RAY_worker_niceness", "0")
     yield
-    shards.shutdown_ray()
+    shards.shutdown_ray(wait=240)  # waits for a start still under way
     if ray.is_initialized():
         ray.shutdown()
 
@@ -65,7 +67,7 @@ def test_ray_starts_once_per_process_and_keeps_signal_handlers(no_ray, monkeypat
     try:
         model, X, y, mask, cfg = _problem()
         local = dpsgd.train_trials(model, X, y, mask, cfg, seed=3, chunk_size=4)
-        with shards.using(shards.RunnerConfig(kind="ray", shard_chunks=2)):
+        with shards.using(shards.RunnerConfig(kind="ray", shard_chunks=2, driver_trains=False)):
             first = shards.run_trials(model, X, y, mask, cfg, seed=3, chunk_size=4)
             assert ray.is_initialized()  # kept for the next training of this process
             second = shards.run_trials(model, X, y, mask, cfg, seed=3, chunk_size=4)
@@ -84,6 +86,63 @@ def test_ray_starts_once_per_process_and_keeps_signal_handlers(no_ray, monkeypat
         signal.signal(signal.SIGTERM, previous)
     shards.shutdown_ray()
     assert not ray.is_initialized()
+
+
+@pytest.mark.timeout(300)
+def test_the_driver_trains_while_ray_starts(no_ray, monkeypatch) -> None:
+    """A slow Ray start (held until the test lets it go): the driver trains every shard at once,
+    before Ray is up, and the result is bit-identical to one local call; Ray is started once, in
+    the background, and the call does not wait for it."""
+    gate, began = threading.Event(), []
+    real_init = ray.init
+
+    def slow_init(*args, **kwargs):
+        assert gate.wait(240)
+        began.append(time.monotonic())
+        return real_init(*args, **kwargs)
+
+    real_train, trained = dpsgd.train_trials, []
+
+    def recording(*args, **kwargs):
+        deadline = time.monotonic() + 60
+        while len(trained) == 1 and ray_session._start is None and time.monotonic() < deadline:
+            time.sleep(0.01)  # after its first shard the driver goes on once Ray's start has begun
+        res = real_train(*args, **kwargs)
+        trained.append((kwargs["chunks"], time.monotonic()))
+        return res
+
+    monkeypatch.setattr(ray, "init", slow_init)
+    monkeypatch.setattr(shards, "LOCAL_RAY_MIN_SECONDS", 0.0)  # start Ray after the first shard
+    model, X, y, mask, cfg = _problem()
+    local = dpsgd.train_trials(model, X, y, mask, cfg, seed=4, chunk_size=4)
+    monkeypatch.setattr(dpsgd, "train_trials", recording)
+    with shards.using(shards.RunnerConfig(kind="ray", shard_chunks=1)):
+        sharded = shards.run_trials(model, X, y, mask, cfg, seed=4, chunk_size=4)
+    assert not ray.is_initialized()  # returned while Ray was still starting
+    for p, q in zip(local.params, sharded.params, strict=True):
+        assert np.array_equal(p, q)
+    assert shards.last_shard_owners == ["driver"] * 4
+    assert sorted(r.start for r, _ in trained) == [0, 1, 2, 3]
+    gate.set()
+    shards.shutdown_ray(wait=240)
+    assert began and max(t for _, t in trained) < began[0]  # all trained before ray.init ran
+    assert not ray.is_initialized()
+
+
+def test_a_short_call_never_starts_a_local_ray(no_ray, monkeypatch) -> None:
+    """When the driver's first shard shows that the rest takes less than LOCAL_RAY_MIN_SECONDS, the
+    driver trains everything and Ray is not started (its start-up would only slow the driver)."""
+    calls: list = []
+    monkeypatch.setattr(ray, "init", lambda *a, **k: calls.append(k))
+    monkeypatch.setattr(shards, "LOCAL_RAY_MIN_SECONDS", 1e9)
+    model, X, y, mask, cfg = _problem()
+    local = dpsgd.train_trials(model, X, y, mask, cfg, seed=6, chunk_size=4)
+    with shards.using(shards.RunnerConfig(kind="ray", shard_chunks=1)):
+        sharded = shards.run_trials(model, X, y, mask, cfg, seed=6, chunk_size=4)
+    assert calls == []
+    assert shards.last_shard_owners == ["driver"] * 4
+    for p, q in zip(local.params, sharded.params, strict=True):
+        assert np.array_equal(p, q)
 
 
 @pytest.mark.timeout(300)
@@ -109,6 +168,7 @@ from dpaudit.training import dpsgd, models, shards
 
 out, marker, params = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
 driver = os.getpid()
+shards.LOCAL_RAY_MIN_SECONDS = 0.0  # start Ray after the driver's first shard, however short
 
 
 def started():
@@ -129,7 +189,7 @@ def body(params):
     with shards.using(shards.RunnerConfig.from_params(params)), atomic_directory(out) as tmp:
         (tmp / "begun.txt").write_text("partial\\n")
         res = shards.run_trials(models.mlp("t", 8, 2, (4,)), X, y, mask, cfg, seed=1,
-                                chunk_size=4, observers={"started": started()})
+                                chunk_size=1, observers={"started": started()})
         write_npz(tmp / "params.npz", {"p0": res.params[0]})
 
 

@@ -1,5 +1,6 @@
-"""Trials sharded over Ray: shards equal one process, a killed task is retried, and the
-default (local) runner never imports Ray.
+"""Trials sharded over Ray: shards equal one process whoever trains them (the driver, Ray's
+workers or both, from one queue), a killed task is retried, and the default (local) runner never
+imports Ray.
 
 One local Ray with 2 CPUs (no dashboard) serves the module and is shut down afterwards; the
 trainings are tiny (a 2-layer MLP, 24 trials in 6 chunks of 4, 3 steps).
@@ -11,6 +12,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -66,6 +68,9 @@ def test_runner_config_is_validated() -> None:
     assert shards.RunnerConfig.from_params({}) == shards.RunnerConfig()
     cfg = shards.RunnerConfig.from_params({"runner": {"kind": "ray", "shard_chunks": 2}})
     assert (cfg.kind, cfg.address, cfg.shard_chunks, cfg.max_retries) == ("ray", None, 2, 3)
+    assert cfg.driver_trains
+    with pytest.raises(ParamsError, match="runner.driver_trains"):
+        shards.RunnerConfig.from_params({"runner": {"kind": "ray", "driver_trains": "yes"}})
     with pytest.raises(ParamsError, match="runner.kind"):
         shards.RunnerConfig.from_params({"runner": {"kind": "dask"}})
     with pytest.raises(ParamsError, match="runner.shard_chunks"):
@@ -89,10 +94,40 @@ def test_two_ray_workers_equal_one_process(local_ray) -> None:
     model, X, y, mask, cfg, kw = _problem()
     obs = {"di": di.di_observer()}
     local = shards.run_trials(model, X, y, mask, cfg, seed=7, observers=obs, **kw)
-    with shards.using(shards.RunnerConfig(kind="ray", shard_chunks=2)):
+    with shards.using(shards.RunnerConfig(kind="ray", shard_chunks=2, driver_trains=False)):
         sharded = shards.run_trials(model, X, y, mask, cfg, seed=7, observers=obs, **kw)
     _assert_equal(local, sharded)
     assert sharded.params[0].shape[0] == 24
+    assert shards.last_shard_owners == ["ray"] * 3
+
+
+@pytest.mark.timeout(300)
+def test_driver_and_ray_workers_share_the_queue_and_equal_one_process(
+    local_ray, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The driver trains shard 0, then holds its next shard until a Ray worker has finished one,
+    so both own shards; the result is bit-identical to one local call."""
+    model, X, y, mask, cfg, kw = _problem()
+    obs = {"di": di.di_observer()}
+    local = shards.run_trials(model, X, y, mask, cfg, seed=11, observers=obs, **kw)
+    real = dpsgd.train_trials
+    calls: list[range] = []
+
+    def held(*args, **kwargs):  # the driver's thread only: workers import their own trainer
+        calls.append(kwargs["chunks"])
+        if len(calls) == 2:
+            deadline = time.monotonic() + 240
+            while "ray" not in shards._current_queue.owners.values() and time.monotonic() < deadline:
+                time.sleep(0.05)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(dpsgd, "train_trials", held)
+    with shards.using(shards.RunnerConfig(kind="ray", shard_chunks=1)):
+        sharded = shards.run_trials(model, X, y, mask, cfg, seed=11, observers=obs, **kw)
+    _assert_equal(local, sharded)
+    assert calls[0] == range(0, 1)  # the driver started with the first shard
+    assert set(shards.last_shard_owners) == {"driver", "ray"}, shards.last_shard_owners
+    assert len(shards.last_shard_owners) == 6
 
 
 def _dies_once(marker: Path, driver: int) -> dpsgd.Observer:
@@ -114,7 +149,7 @@ def test_a_killed_shard_is_retried(local_ray, tmp_path: Path) -> None:
     marker = tmp_path / "killed"
     obs = {"di": _dies_once(marker, os.getpid())}
     local = shards.run_trials(model, X, y, mask, cfg, seed=9, observers=obs, **kw)
-    with shards.using(shards.RunnerConfig(kind="ray", shard_chunks=3, max_retries=2)):
+    with shards.using(shards.RunnerConfig(kind="ray", shard_chunks=3, max_retries=2, driver_trains=False)):
         sharded = shards.run_trials(model, X, y, mask, cfg, seed=9, observers=obs, **kw)
     assert marker.read_text() == "killed once\n"  # one worker died on its first attempt
     _assert_equal(local, sharded)

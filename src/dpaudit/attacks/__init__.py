@@ -1,0 +1,1 @@
+"""Attacks: the DI adversary, loss-threshold membership, LiRA and gradient canaries (one module each)."""

@@ -3,102 +3,74 @@ scores, ε estimates, Epsilon*.
 
 Pure functions on numbers and arrays (no TensorFlow); dp_accounting is imported lazily by the
 accountants that need it. Every stated confidence of a lower bound is its JOINT confidence.
+
+Every name below is importable from ``dpaudit.bounds`` and is loaded from its module on first use
+(:data:`_LAZY`): importing one module of the package (``dpaudit.bounds.accountants``) loads no other,
+so a stage depends only on the bound modules it runs.
 """
 
-from dpaudit.bounds.accountants import (
-    ACCOUNTANTS,
-    all_epsilons,
-    calibrate_noise_multiplier,
-    compute_epsilon,
-    epsilon_rdp_heterogeneous,
-    gaussian_delta,
-    gaussian_epsilon,
-    rdp_epsilon_and_order,
-)
-from dpaudit.bounds.auditor import (
-    ESTIMATORS,
-    LowerBound,
-    ScoresAudit,
-    audit_scores,
-    gdp_lower_bound,
-    one_run_lower_bound,
-)
-from dpaudit.bounds.empirical import (
-    THRESHOLD_METHODS,
-    EpsilonLowerBound,
-    ThresholdBound,
-    advantage_from_epsilon,
-    di_advantage_from_wins,
-    epsilon_from_advantage,
-    epsilon_from_di_advantage,
-    epsilon_from_posterior_belief,
-    epsilon_lower_from_counts,
-    epsilon_lower_from_scores,
-)
-from dpaudit.bounds.epsilon_star import (
-    EpsilonStar,
-    default_delta,
-    epsilon_star_empirical,
-    epsilon_star_null,
-    epsilon_star_parametric,
-    epsilon_star_with_null,
-    logit_loss,
-)
-from dpaudit.bounds.identifiability import (
-    epsilon_from_rho_alpha,
-    epsilon_from_rho_beta,
-    rho_alpha_from_epsilon,
-    rho_alpha_from_rdp,
-    rho_beta_from_epsilon,
-)
-from dpaudit.bounds.onerun import OneRunAudit, audit_one_run, one_run_ceiling
-from dpaudit.bounds.stepwise import StepMoments, StepwiseBound, stepwise_family_bound
-from dpaudit.bounds.tradeoff import SubsampledGaussian, gdp_epsilon, gdp_mu_lower
+from __future__ import annotations
 
-__all__ = [
-    "ACCOUNTANTS",
-    "ESTIMATORS",
-    "LowerBound",
-    "OneRunAudit",
-    "ScoresAudit",
-    "StepMoments",
-    "StepwiseBound",
-    "SubsampledGaussian",
-    "audit_one_run",
-    "audit_scores",
-    "epsilon_star_null",
-    "epsilon_star_with_null",
-    "gdp_epsilon",
-    "gdp_lower_bound",
-    "gdp_mu_lower",
-    "one_run_ceiling",
-    "one_run_lower_bound",
-    "stepwise_family_bound",
-    "THRESHOLD_METHODS",
-    "EpsilonLowerBound",
-    "EpsilonStar",
-    "ThresholdBound",
-    "advantage_from_epsilon",
-    "all_epsilons",
-    "calibrate_noise_multiplier",
-    "compute_epsilon",
-    "default_delta",
-    "di_advantage_from_wins",
-    "epsilon_from_advantage",
-    "epsilon_from_di_advantage",
-    "epsilon_from_posterior_belief",
-    "epsilon_from_rho_alpha",
-    "epsilon_from_rho_beta",
-    "epsilon_lower_from_counts",
-    "epsilon_lower_from_scores",
-    "epsilon_rdp_heterogeneous",
-    "epsilon_star_empirical",
-    "epsilon_star_parametric",
-    "gaussian_delta",
-    "gaussian_epsilon",
-    "logit_loss",
-    "rdp_epsilon_and_order",
-    "rho_alpha_from_epsilon",
-    "rho_alpha_from_rdp",
-    "rho_beta_from_epsilon",
-]
+import importlib
+from typing import Any
+
+#: Where each public name lives (read by :mod:`dpaudit.deps` too, to follow these imports).
+_LAZY: dict[str, str] = {
+    "ACCOUNTANTS": "dpaudit.bounds.accountants",
+    "all_epsilons": "dpaudit.bounds.accountants",
+    "calibrate_noise_multiplier": "dpaudit.bounds.accountants",
+    "compute_epsilon": "dpaudit.bounds.accountants",
+    "epsilon_rdp_heterogeneous": "dpaudit.bounds.accountants",
+    "gaussian_delta": "dpaudit.bounds.accountants",
+    "gaussian_epsilon": "dpaudit.bounds.accountants",
+    "rdp_epsilon_and_order": "dpaudit.bounds.accountants",
+    "ESTIMATORS": "dpaudit.bounds.auditor",
+    "LowerBound": "dpaudit.bounds.auditor",
+    "ScoresAudit": "dpaudit.bounds.auditor",
+    "audit_scores": "dpaudit.bounds.auditor",
+    "gdp_lower_bound": "dpaudit.bounds.auditor",
+    "one_run_lower_bound": "dpaudit.bounds.steinke",
+    "EpsilonLowerBound": "dpaudit.bounds.empirical",
+    "THRESHOLD_METHODS": "dpaudit.bounds.empirical",
+    "ThresholdBound": "dpaudit.bounds.empirical",
+    "advantage_from_epsilon": "dpaudit.bounds.empirical",
+    "di_advantage_from_wins": "dpaudit.bounds.empirical",
+    "epsilon_from_advantage": "dpaudit.bounds.empirical",
+    "epsilon_from_di_advantage": "dpaudit.bounds.empirical",
+    "epsilon_from_posterior_belief": "dpaudit.bounds.empirical",
+    "epsilon_lower_from_counts": "dpaudit.bounds.empirical",
+    "epsilon_lower_from_scores": "dpaudit.bounds.empirical",
+    "EpsilonStar": "dpaudit.bounds.epsilon_star",
+    "default_delta": "dpaudit.bounds.accountants",
+    "epsilon_star_empirical": "dpaudit.bounds.epsilon_star",
+    "epsilon_star_null": "dpaudit.bounds.epsilon_star",
+    "epsilon_star_parametric": "dpaudit.bounds.epsilon_star",
+    "epsilon_star_with_null": "dpaudit.bounds.epsilon_star",
+    "logit_loss": "dpaudit.bounds.epsilon_star",
+    "epsilon_from_rho_alpha": "dpaudit.bounds.identifiability",
+    "epsilon_from_rho_beta": "dpaudit.bounds.identifiability",
+    "rho_alpha_from_epsilon": "dpaudit.bounds.identifiability",
+    "rho_alpha_from_rdp": "dpaudit.bounds.identifiability",
+    "rho_beta_from_epsilon": "dpaudit.bounds.identifiability",
+    "OneRunAudit": "dpaudit.bounds.onerun",
+    "audit_one_run": "dpaudit.bounds.onerun",
+    "one_run_ceiling": "dpaudit.bounds.onerun",
+    "StepMoments": "dpaudit.bounds.stepwise",
+    "StepwiseBound": "dpaudit.bounds.stepwise",
+    "stepwise_family_bound": "dpaudit.bounds.stepwise",
+    "SubsampledGaussian": "dpaudit.bounds.tradeoff",
+    "gdp_epsilon": "dpaudit.bounds.tradeoff",
+    "gdp_mu_lower": "dpaudit.bounds.tradeoff",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_LAZY[name]), name)
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

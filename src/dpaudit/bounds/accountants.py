@@ -68,6 +68,14 @@ PLD_MAX_STEPS = 10_000_000
 # ----------------------------------------------------------------------------------------------- checks
 
 
+def default_delta(n_members: int) -> float:
+    """δ = 1/(n ln n) for n training records, the choice of Negoescu et al. §4 (δ ≪ 1/n);
+    the δ a train stage records when none is set (so it lives with the accountants, not Epsilon*)."""
+    if isinstance(n_members, bool) or int(n_members) != n_members or n_members < 2:
+        raise ValueError(f"n_members must be an integer >= 2, got {n_members!r}")
+    return 1.0 / (n_members * math.log(n_members))
+
+
 def _check_args(
     noise_multiplier: float, sampling_rate: float, steps: int, delta: float
 ) -> tuple[float, float, int, float]:

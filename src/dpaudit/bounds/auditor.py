@@ -47,8 +47,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
-from scipy.stats import beta as beta_dist
-from scipy.stats import binom
 
 from dpaudit.bounds.empirical import (
     _as_scores,
@@ -59,6 +57,8 @@ from dpaudit.bounds.empirical import (
     limit_level,
     select_threshold,
 )
+from dpaudit.bounds.steinke import OneRunBound, one_run_lower_bound, one_run_p_value
+from dpaudit.bounds.strength import advantage_interval, auroc_interval, tpr_at_fpr
 from dpaudit.bounds.tradeoff import SubsampledGaussian, gdp_epsilon, gdp_mu_lower
 from dpaudit.logs import progress
 
@@ -76,6 +76,9 @@ __all__ = [
     "one_run_lower_bound",
     "one_run_p_value",
 ]
+
+#: The attack-strength figures' former names here (experiments import them): :mod:`.strength`.
+_tpr_at_fpr, _auroc, _advantage = tpr_at_fpr, auroc_interval, advantage_interval
 
 ASSUMPTIONS = {
     "sweep_split": "none",
@@ -287,106 +290,6 @@ def _midpoint_counts(
 # ------------------------------------------------------------------------------------------ one run
 
 
-def one_run_p_value(
-    guesses: int, correct: np.ndarray | int, epsilon: float, delta: float, canaries: int
-) -> np.ndarray:
-    """P-value of ≥ v correct guesses out of r under (ε, δ)-DP — Steinke, Nasr & Jagielski 2023.
-
-    Their Thm. 5.2 / Algorithm (appendix): with m canaries each included independently with
-    probability 1/2, r guesses and v correct, P[V ≥ v] ≤ P[Binomial(r, p) ≥ v] + 2mδ·max_{i≥1}
-    P[v > Binomial(r, p) ≥ v − i]/i, with p = e^ε/(1 + e^ε). Vectorised over ``correct``.
-    """
-    v = np.atleast_1d(np.asarray(correct, dtype=int))
-    p = 1.0 / (1.0 + math.exp(-epsilon))
-    tail = binom.sf(v - 1, guesses, p)
-    alpha = np.zeros(v.shape, dtype=float)
-    if delta > 0:
-        pmf = binom.pmf(np.arange(guesses + 1), guesses, p)
-        for j, vj in enumerate(v):
-            if vj <= 0:
-                continue
-            below = np.cumsum(pmf[vj - 1 :: -1])  # P[v > B ≥ v − i] for i = 1..v
-            alpha[j] = float(np.max(below / np.arange(1, vj + 1)))
-    return np.minimum(tail + alpha * delta * 2.0 * canaries, 1.0)
-
-
-@dataclass(frozen=True)
-class OneRunBound:
-    """ε lower bound of a one-run audit and its ingredients."""
-
-    epsilon: float
-    guesses: int
-    correct: int
-    canaries: int
-    confidence: float
-
-
-def one_run_lower_bound(
-    scores: np.ndarray,
-    included: np.ndarray,
-    *,
-    k_positive: int,
-    k_negative: int,
-    delta: float,
-    confidence: float = 0.95,
-    seed: int = 0,
-) -> OneRunBound:
-    """One-run ε lower bound — Steinke, Nasr & Jagielski 2023, "Privacy Auditing with One (1) Training Run".
-
-    ``scores`` of m canaries from ONE trained model, ``included`` whether each was in the training
-    set. ASSUMPTION (the theorem needs it): each canary was included independently with probability
-    1/2, decided before training, and the score rule is fixed before looking at ``included``. The
-    auditor guesses "in" for the ``k_positive`` highest scores and "out" for the ``k_negative``
-    lowest, abstains on the rest, and counts v correct of r = k₊ + k₋ guesses. The bound is the
-    largest ε whose p-value (:func:`one_run_p_value`) stays below 1 − ``confidence`` (bisection to
-    1e-6). ε here is per canary: what (ε, δ)-DP promises about adding or removing one canary.
-    Choosing k₊, k₋ after looking at the result is not covered; :func:`audit_scores` tries a few
-    and divides 1 − confidence among them (Bonferroni).
-
-    Tied scores are ordered at random from ``seed``, independently of ``included`` (a guess may use
-    the scores and outside randomness only): the pairs are first put in a canonical order, so the
-    bound is a function of the multiset of (score, included) pairs and ``seed``, whatever the input
-    order.
-    """
-    s = _as_scores(scores, "scores")
-    inc = np.asarray(included).ravel().astype(bool)
-    if inc.shape != s.shape:
-        raise ValueError(f"included must have one entry per score, got {inc.shape} vs {s.shape}")
-    delta = _check_delta(delta)
-    confidence = _check_confidence(confidence)
-    m = s.size
-    if k_positive < 0 or k_negative < 0 or k_positive + k_negative > m or k_positive + k_negative == 0:
-        raise ValueError(
-            f"need k_positive, k_negative >= 0 with 0 < sum <= {m}, got {k_positive}, {k_negative}"
-        )
-    canonical = np.lexsort((inc, s))
-    s, inc = s[canonical], inc[canonical]
-    tie_break = np.random.default_rng(seed).random(m)
-    order = np.lexsort((tie_break, s))
-    correct = int(np.sum(inc[order[m - k_positive :]])) if k_positive else 0
-    correct += int(np.sum(~inc[order[:k_negative]])) if k_negative else 0
-    guesses = k_positive + k_negative
-    p_level = 1.0 - confidence
-
-    def rejected(eps: float) -> bool:
-        return bool(one_run_p_value(guesses, correct, eps, delta, m)[0] < p_level)
-
-    if not rejected(0.0):
-        return OneRunBound(0.0, guesses, correct, m, confidence)
-    lo, hi = 0.0, 1.0
-    while rejected(hi):
-        lo, hi = hi, hi * 2.0
-        if hi > 1e3:
-            return OneRunBound(lo, guesses, correct, m, confidence)
-    while hi - lo > 1e-6:
-        mid = 0.5 * (lo + hi)
-        if rejected(mid):
-            lo = mid
-        else:
-            hi = mid
-    return OneRunBound(lo, guesses, correct, m, confidence)
-
-
 def _one_run_sweep(
     in_scores: np.ndarray,
     out_scores: np.ndarray,
@@ -413,53 +316,6 @@ def _one_run_sweep(
 
 
 # ------------------------------------------------------------------------------------- attack strength
-
-
-def _tpr_at_fpr(
-    pos: np.ndarray, neg: np.ndarray, level: float, confidence: float
-) -> tuple[float, float, float, float]:
-    """TPR at the threshold with empirical FPR ≤ level, with a two-sided CP interval on that TPR."""
-    neg_sorted = np.sort(neg)
-    allowed = int(math.floor(level * neg.size))  # at most this many negatives may score ≥ threshold
-    threshold = float(np.nextafter(neg_sorted[neg.size - allowed - 1], math.inf))
-    tp = int(np.sum(pos >= threshold))
-    fpr = float(np.sum(neg >= threshold)) / neg.size
-    n = pos.size
-    a = 1.0 - confidence
-    low = 0.0 if tp == 0 else float(beta_dist.ppf(a / 2, tp, n - tp + 1))
-    high = 1.0 if tp == n else float(beta_dist.ppf(1 - a / 2, tp + 1, n - tp))
-    return tp / n, low, high, fpr
-
-
-def _auroc(pos: np.ndarray, neg: np.ndarray, confidence: float) -> tuple[float, float, float]:
-    """AUROC (sklearn.metrics.roc_auc_score) with the Hanley & McNeil (1982) normal interval."""
-    from scipy.stats import norm
-    from sklearn.metrics import roc_auc_score
-
-    labels = np.concatenate([np.ones(pos.size), np.zeros(neg.size)])
-    auc = float(roc_auc_score(labels, np.concatenate([pos, neg])))
-    q1, q2 = auc / (2 - auc), 2 * auc * auc / (1 + auc)
-    var = (auc * (1 - auc) + (pos.size - 1) * (q1 - auc * auc) + (neg.size - 1) * (q2 - auc * auc)) / (
-        pos.size * neg.size
-    )
-    half = float(norm.isf((1 - confidence) / 2)) * math.sqrt(max(var, 0.0))
-    return auc, max(0.0, auc - half), min(1.0, auc + half)
-
-
-def _advantage(pos: np.ndarray, neg: np.ndarray, confidence: float) -> tuple[float, float, float]:
-    """max_t (TPR − FPR) with a DKW interval (Massart 1990), both CDFs jointly at ``confidence``."""
-    ps, ns = np.sort(pos), np.sort(neg)
-    thresholds = np.concatenate([np.unique(np.concatenate([ps, ns])), [math.inf]])
-    tpr = 1.0 - np.searchsorted(ps, thresholds, side="left") / ps.size
-    fpr = 1.0 - np.searchsorted(ns, thresholds, side="left") / ns.size
-    adv = float(np.max(tpr - fpr))
-    a = (1.0 - confidence) / 2.0  # per CDF
-
-    def band(n: int) -> float:
-        return math.sqrt(math.log(2.0 / a) / (2.0 * n))
-
-    width = band(ps.size) + band(ns.size)
-    return adv, max(0.0, adv - width), min(1.0, adv + width)
 
 
 # --------------------------------------------------------------------------------------------- auditor
@@ -570,9 +426,9 @@ def audit_scores(
     return ScoresAudit(
         lower_bounds=bounds,
         headline=_headline_of(bounds, counted, confidence),
-        tpr_at_fpr={float(level): _tpr_at_fpr(pos, neg, float(level), confidence) for level in fpr_levels},
-        auroc=_auroc(pos, neg, confidence),
-        advantage=_advantage(pos, neg, confidence),
+        tpr_at_fpr={float(level): tpr_at_fpr(pos, neg, float(level), confidence) for level in fpr_levels},
+        auroc=auroc_interval(pos, neg, confidence),
+        advantage=advantage_interval(pos, neg, confidence),
         confidence=confidence,
         delta=delta,
         n_in=pos.size,

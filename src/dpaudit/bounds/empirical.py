@@ -285,10 +285,12 @@ def _candidate_thresholds(pos: np.ndarray, neg: np.ndarray, max_thresholds: int)
     return pooled
 
 
-def _counts(
+def threshold_counts(
     pos_sorted: np.ndarray, neg_sorted: np.ndarray, thresholds: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """FP = negatives with score ≥ t; FN = positives with score < t (vectorised with searchsorted)."""
+    """FP = negatives with score ≥ t; FN = positives with score < t, at every threshold t (vectorised
+    with searchsorted over the sorted scores). The one threshold sweep of the sweeps here and of the
+    scores auditor's advantage (:mod:`dpaudit.bounds.strength`)."""
     fp = neg_sorted.size - np.searchsorted(neg_sorted, thresholds, side="left")
     fn = np.searchsorted(pos_sorted, thresholds, side="left")
     return fp, fn
@@ -338,18 +340,18 @@ def select_threshold(
         neg_sel, neg_eval = np.sort(neg[:cut_neg]), np.sort(neg[cut_neg:])
         thresholds = _candidate_thresholds(pos_sel, neg_sel, max_thresholds)
         level = limit_level(confidence, limits)
-        fp, fn = _counts(pos_sel, neg_sel, thresholds)
+        fp, fn = threshold_counts(pos_sel, neg_sel, thresholds)
         values = objective(fp, fn, neg_sel.size, pos_sel.size, level)
         adv = np.abs((pos_sel.size - fn) / pos_sel.size - fp / neg_sel.size)
         best = int(np.lexsort((-adv, -values))[0])  # highest value, ties → largest |advantage|
         threshold = float(thresholds[best])
-        fp_e, fn_e = _counts(pos_eval, neg_eval, np.array([threshold]))
+        fp_e, fn_e = threshold_counts(pos_eval, neg_eval, np.array([threshold]))
         return threshold, int(fp_e[0]), int(fn_e[0]), neg_eval.size, pos_eval.size, level, thresholds.size
     ps, ns = np.sort(pos), np.sort(neg)
     thresholds = _candidate_thresholds(ps, ns, max_thresholds)
     k = thresholds.size if method == "bonferroni" else 1
     level = limit_level(confidence, limits * k)
-    fp, fn = _counts(ps, ns, thresholds)
+    fp, fn = threshold_counts(ps, ns, thresholds)
     values = objective(fp, fn, ns.size, ps.size, level)
     adv = np.abs((ps.size - fn) / ps.size - fp / ns.size)
     best = int(np.lexsort((-adv, -values))[0])

@@ -6,7 +6,7 @@ guesses "in" for the k₊ highest scores and "out" for the k₋ lowest, abstains
 v correct out of r = k₊ + k₋ guesses. Two analyses turn (m, r, v) into an ε lower bound:
 
 * ``steinke`` — Steinke, Nasr & Jagielski 2023, "Privacy Auditing with One (1) Training Run",
-  Thm. 1 / Alg. 1 with abstentions (:func:`dpaudit.bounds.auditor.one_run_lower_bound`). Holds for
+  Thm. 1 / Alg. 1 with abstentions (:func:`dpaudit.bounds.steinke.one_run_lower_bound`). Holds for
   any (ε, δ)-DP mechanism: it assumes only the audit's own random inclusion.
 * ``fdp_gaussian`` — Mahloujifar, Melis & Chaudhuri 2024, "Auditing f-Differential Privacy in One
   Run": the worst-case tail of the number of correct guesses under an f-DP mechanism (their
@@ -30,8 +30,8 @@ import numpy as np
 from scipy.optimize import brentq
 from scipy.special import ndtr, ndtri
 
-from dpaudit.bounds.auditor import one_run_lower_bound
 from dpaudit.bounds.empirical import _as_scores, _check_confidence, _check_delta
+from dpaudit.bounds.steinke import one_run_lower_bound
 from dpaudit.bounds.tradeoff import gdp_epsilon
 
 __all__ = [

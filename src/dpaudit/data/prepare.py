@@ -18,9 +18,21 @@ import numpy as np
 from dpaudit.config import ParamsError, _RangeError, from_mapping, require, section
 from dpaudit.data.prepared import PreparedData
 from dpaudit.data.registry import DATASET_NAMES, get_dataset
+from dpaudit.data.splits import draw_split
 
 if TYPE_CHECKING:
     from dpaudit.data.custom import CustomDatasetSpec
+
+__all__ = [
+    "CustomEntry",
+    "DataConfig",
+    "MnistPrepareConfig",
+    "PrepareConfig",
+    "PrepareSection",
+    "build_prepared",
+    "draw_split",
+    "prepare_dataset",
+]
 
 log = logging.getLogger(__name__)
 
@@ -165,28 +177,6 @@ class DataConfig:
     def pool_for(self, name: str) -> str | None:
         """The population pool of a pooled dataset (mnist), ``None`` for the others."""
         return getattr(self.prepare_for(name), "pool", None)
-
-
-def draw_split(
-    n: int, train_size: int, eval_size: int, seed: int, where: str = "data.prepare"
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Indices ``(train, pool, eval)`` of a population of ``n`` rows: disjoint, sorted, covering ``0..n-1``.
-
-    One permutation from ``numpy.random.default_rng(seed)``: its first ``train_size`` entries are D,
-    the next ``eval_size`` the evaluation set, the rest the pool U \\ D (minus the evaluation set).
-    Sizes that do not fit are a :class:`ParamsError` naming ``<where>.train_size``.
-    """
-    require(
-        train_size + eval_size <= n,
-        f"{where}.train_size",
-        train_size,
-        f"train_size + eval_size = {train_size} + {eval_size} exceeds the population of {n} rows",
-    )
-    order = np.random.default_rng(seed).permutation(n)
-    train = np.sort(order[:train_size])
-    evaluation = np.sort(order[train_size : train_size + eval_size])
-    pool = np.sort(order[train_size + eval_size :])
-    return train.astype(np.int64), pool.astype(np.int64), evaluation.astype(np.int64)
 
 
 def build_prepared(name: str, raw_dir: str | Path, config: DataConfig) -> PreparedData:

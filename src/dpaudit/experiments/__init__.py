@@ -52,7 +52,13 @@ def registry() -> dict[str, Experiment]:
 
 
 def get_experiment(name: str) -> Experiment:
-    """The experiment called ``name``; an unknown name is a clear error listing the known ones."""
+    """The experiment called ``name``; an unknown name is a clear error listing the known ones.
+
+    The package of that name is imported alone, so a stage loads no other experiment's code."""
+    if name not in _REGISTRY and any(i.ispkg and i.name == name for i in pkgutil.iter_modules(__path__)):
+        importlib.import_module(f"{__name__}.{name}")
+    if name in _REGISTRY:
+        return _REGISTRY[name]
     known = registry()
     if name not in known:
         raise ValueError(f"unknown experiment {name!r}; known: {', '.join(known)}")

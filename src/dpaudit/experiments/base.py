@@ -30,7 +30,7 @@ import pandas as pd
 
 from dpaudit.io import read_json, write_json
 from dpaudit.layout import TRAIN_MANIFEST_NAME, Audit
-from dpaudit.report.spec import ReportSection, SummaryRow
+from dpaudit.results import ReportSection, SummaryRow
 
 __all__ = [
     "BoundsResult",
@@ -177,6 +177,11 @@ def write_manifest(out_dir: Path, manifest: TrainManifest) -> Path:
 def read_manifest(audit: Audit) -> TrainManifest:
     """The manifest the audit's train stage wrote (``data/train/<ds>/<exp>/manifest.json``)."""
     return TrainManifest.from_json(read_json(audit.manifest_path))
+
+
+#: What a subsampled-Gaussian family bound on a DP-SGD run assumes: it holds because the audited trainer
+#: itself adds that noise with that sampling (by construction), not for scores of unknown origin.
+FAMILY_ASSUMES = "subsampled Gaussian: the audited DP-SGD run's own noise and Poisson sampling"
 
 
 def finite_number(x: float) -> float:

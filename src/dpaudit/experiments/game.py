@@ -24,6 +24,7 @@ from typing import Any, Literal
 import numpy as np
 
 __all__ = [
+    "seed_from_text",
     "setting_seed",
     "Neighbours",
     "Population",
@@ -57,8 +58,12 @@ def setting_seed(seed: int, *setting: object) -> int:
     settings run beside it, so a diff between two runs shows a parameter's effect, not resampling.
     SHA-256 of the values' ``repr`` (stable across processes, unlike ``hash``), cut to 31 bits.
     """
-    text = repr((int(seed), *setting)).encode()
-    return int.from_bytes(hashlib.sha256(text).digest()[:4], "big") & 0x7FFFFFFF
+    return seed_from_text(repr((int(seed), *setting)))
+
+
+def seed_from_text(text: str) -> int:
+    """A 31-bit seed from a setting's serialised values: the first 4 bytes of their SHA-256."""
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "big") & 0x7FFFFFFF
 
 
 def population(X: np.ndarray, y: np.ndarray, train_idx: Sequence[int], extra: Sequence[int]) -> Population:

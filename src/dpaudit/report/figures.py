@@ -1,4 +1,4 @@
-"""Render a declarative :class:`~dpaudit.report.spec.FigureSpec` from its CSV to PNG bytes.
+"""Render a declarative :class:`~dpaudit.results.FigureSpec` from its CSV to PNG bytes.
 
 Experiments describe their plots as data (a CSV under ``plots/`` and the columns to draw), so
 the report can draw any experiment's figures without knowing the experiment, and ``dvc plots``
@@ -24,7 +24,9 @@ Semantics of the spec fields, per ``kind``:
 from __future__ import annotations
 
 import io
+import itertools
 import math
+import re
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
@@ -35,16 +37,16 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from dpaudit.report.spec import FigureSpec, SummaryRow
+from dpaudit.results import FigureSpec
 
 PANEL_SIZE = (5.5, 3.75)
 TITLE_HEIGHT = 0.5
 TITLE_CHARS_PER_INCH = 8  # wrap figure titles at about this many characters per inch of width
 LEGEND_INSIDE_MAX = 4  # legends with more entries go beside the axes
-REGION_ROW_HEIGHT = 0.26  # inches per setting in the region-of-privacy overview
-REGION_FIXED_HEIGHT = 1.8  # inches for its title, x axis and legend
 DPI = 100
 MAX_COLUMNS = 3
+TICK_CHARS_PER_INCH = 11  # wrap bar-chart category labels to about this many characters per inch
+TICK_GAP_PX = 4  # neighbouring tick labels closer than this count as printed over each other
 _TRUE_STRINGS = frozenset({"true", "1", "yes", "y", "t"})
 _FALSE_STRINGS = frozenset({"false", "0", "no", "n", "f", ""})
 
@@ -54,10 +56,50 @@ class FigureError(ValueError):
 
 
 def _label(text: object) -> str:
-    """Short, readable legend text for a column name or group value."""
+    """Short, readable legend text for a group value (numbers without a trailing .0)."""
     if isinstance(text, float) and text.is_integer():
         text = int(text)
     return str(text)
+
+
+#: Column-name phrases and their human names; what follows a phrase is put in parentheses.
+HUMAN_PHRASES = {
+    "rho_beta": "ρβ",
+    "rho_alpha": "ρα",
+    "epsilon_star": "Epsilon*",
+    "epsilon_prime": "ε′",
+    "epsilon_lower": "ε lower bound",
+    "epsilon_upper": "ε upper bound",
+    "epsilon_estimate": "ε estimate",
+    "eps_lb": "ε lower bound",
+    "eps_ub": "ε upper bound",
+    "epsilon": "ε",
+    "eps": "ε",
+}
+_PERCENT_NAME = re.compile(r"_(\d+)(?:_(\d+))?pct")  # tpr_0_1pct → "tpr 0.1%"
+_DECIMAL_WORD = re.compile(r"^(\d+)p(\d+)$")
+#: Single words of column names and their human spelling.
+HUMAN_WORDS = {
+    "tpr": "TPR", "fpr": "FPR", "auroc": "AUROC", "pld": "PLD", "rdp": "RDP", "cp": "CP", "ls": "LS",
+    "gs": "GS", "di": "DI", "mi": "MI", "adv": "Adv", "lb": "lower bound", "ub": "upper bound",
+    "gdp": "GDP", "fdp": "f-DP", "p05": "5th pct.", "p95": "95th pct.", "abs": "|·|",
+}  # fmt: skip
+
+
+def human(name: object) -> str:
+    """A column name as people read it: ``rho_beta`` → "ρβ", ``epsilon_lower_sweep`` → "ε lower
+    bound (sweep)", ``epsilon_pld`` → "ε (PLD)", ``cp_cap`` → "CP cap". Text that is not a
+    snake_case identifier (a group value, a label already written for people) is left as it is."""
+    text = _label(name)
+    if not text.isidentifier() or text.isupper():
+        return text
+    text = _PERCENT_NAME.sub(lambda m: f"_{m.group(1)}{'.' + m.group(2) if m.group(2) else ''}%", text)
+    for phrase, spelled in HUMAN_PHRASES.items():
+        if text == phrase or text.startswith(phrase + "_"):
+            rest = text[len(phrase) + 1 :]
+            return spelled + (f" ({human(rest)})" if rest else "")
+    words = [_DECIMAL_WORD.sub(r"\1.\2", w) for w in text.split("_") if w]  # 0p001 → 0.001
+    return " ".join(HUMAN_WORDS.get(w, w) for w in words) if words else text
 
 
 def load_figure_data(spec: FigureSpec, root: Path) -> pd.DataFrame:
@@ -129,10 +171,10 @@ def _series(frame: pd.DataFrame, spec: FigureSpec) -> list[tuple[str, pd.DataFra
         for column in y_columns:
             parts = []
             if column is not None and (len(y_columns) > 1 or group_label is None):
-                parts.append(column)
+                parts.append(human(column))
             if group_label is not None:
                 parts.append(group_label)
-            out.append((", ".join(parts) if parts else spec.x, rows, column))
+            out.append((", ".join(parts) if parts else human(spec.x), rows, column))
     return out
 
 
@@ -147,9 +189,9 @@ def _draw_panel(ax: Axes, frame: pd.DataFrame, spec: FigureSpec) -> None:
             heights = _numeric(rows, column, spec)
             xs = np.array([positions[v] for v in rows[spec.x]], dtype=float) - 0.4 + width * (k + 0.5)
             ax.bar(xs, heights.to_numpy(), width=width, label=label)
-        ax.set_xticks(
-            range(len(categories)), [_label(c) for c in categories], rotation=30 if len(categories) > 6 else 0
-        )
+        width_chars = max(8, int(TICK_CHARS_PER_INCH * PANEL_SIZE[0] / max(len(categories), 1)))
+        wrapped = [textwrap.fill(_label(c), width=width_chars, break_long_words=False) for c in categories]
+        ax.set_xticks(range(len(categories)), wrapped)
     elif spec.kind == "histogram":
         values_all = _numeric(frame, spec.x, spec)
         values_all = values_all[_drawable(values_all, spec.x_log)].to_numpy(dtype=float)
@@ -202,7 +244,7 @@ def _draw_panel(ax: Axes, frame: pd.DataFrame, spec: FigureSpec) -> None:
             keep = _drawable(xs, spec.x_log) & _drawable(ys, spec.y_log)
             order = np.argsort(xs[keep].to_numpy(), kind="stable")
             if keep.any():
-                name = spec.highlight.replace("_", " ")
+                name = human(spec.highlight)
                 ax.plot(
                     xs[keep].to_numpy()[order],
                     ys[keep].to_numpy()[order],
@@ -212,7 +254,7 @@ def _draw_panel(ax: Axes, frame: pd.DataFrame, spec: FigureSpec) -> None:
                     markersize=6,
                     markerfacecolor="none",
                     zorder=5,
-                    label=name if k == 0 else f"{name} ({column})",
+                    label=name if k == 0 else f"{name} ({human(column)})",
                 )
     if spec.diagonal:
         low = min(ax.get_xlim()[0], ax.get_ylim()[0])
@@ -222,12 +264,20 @@ def _draw_panel(ax: Axes, frame: pd.DataFrame, spec: FigureSpec) -> None:
         ax.plot([low, high], [low, high], linestyle=":", color="grey", linewidth=1.2, label="y = x")
     for k, (name, value) in enumerate(spec.hlines.items()):
         ax.axhline(
-            float(value), linestyle="--", linewidth=1.1, color=f"C{(k + 6) % 10}", label=f"{name} = {value:g}"
+            float(value),
+            linestyle="--",
+            linewidth=1.1,
+            color=f"C{(k + 6) % 10}",
+            label=f"{human(name)} = {value:g}",
         )
     if spec.x_log:
         ax.set_xscale("log")
     if spec.y_log:
         ax.set_yscale("log")
+    if spec.x_limits is not None:
+        ax.set_xlim(*spec.x_limits)
+    if spec.y_limits is not None:
+        ax.set_ylim(*spec.y_limits)
     ax.grid(True, alpha=0.3)
     handles, _ = ax.get_legend_handles_labels()
     if len(handles) > 1 or spec.group or spec.hlines or spec.diagonal or spec.highlight:
@@ -235,10 +285,11 @@ def _draw_panel(ax: Axes, frame: pd.DataFrame, spec: FigureSpec) -> None:
         outside = (
             {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0)} if len(handles) > LEGEND_INSIDE_MAX else {}
         )
-        ax.legend(fontsize="small", title=spec.group, title_fontsize="small", **outside)
+        title = human(spec.group) if spec.group else None
+        ax.legend(fontsize="small", title=title, title_fontsize="small", **outside)
 
 
-def _to_png(fig: Figure) -> bytes:
+def to_png(fig: Figure) -> bytes:
     FigureCanvasAgg(fig)
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=DPI)
@@ -247,6 +298,36 @@ def _to_png(fig: Figure) -> bytes:
 
 def render_figure(spec: FigureSpec, root: Path) -> bytes:
     """Draw ``spec`` from its CSV (path relative to ``root``) and return the PNG file's bytes."""
+    return to_png(draw_figure(spec, root))
+
+
+def overlapping_tick_labels(ax: Axes) -> int:
+    """How many neighbouring x tick labels of ``ax`` overlap on the drawn canvas."""
+    renderer = ax.figure.canvas.get_renderer()
+    boxes = [t.get_window_extent(renderer) for t in ax.get_xticklabels() if t.get_visible() and t.get_text()]
+    boxes.sort(key=lambda b: b.x0)
+    return sum(1 for a, b in itertools.pairwise(boxes) if a.x1 + TICK_GAP_PX > b.x0)
+
+
+def _unclutter_ticks(fig: Figure) -> None:
+    """Turn upright, then shrink, the x tick labels of any panel whose labels would print over each
+    other. Upright (90°) labels keep their boxes exact, so the overlap test stays a true one."""
+    FigureCanvasAgg(fig)
+    fig.canvas.draw()
+    for ax in fig.axes:
+        if not ax.get_visible() or not overlapping_tick_labels(ax):
+            continue
+        ax.tick_params(axis="x", labelrotation=90)
+        fig.canvas.draw()
+        size = float(ax.get_xticklabels()[0].get_fontsize()) if ax.get_xticklabels() else 0.0
+        while overlapping_tick_labels(ax) and size > 5:
+            size -= 1
+            ax.tick_params(axis="x", labelsize=size)
+            fig.canvas.draw()
+
+
+def draw_figure(spec: FigureSpec, root: Path) -> Figure:
+    """The matplotlib figure of ``spec`` (see :func:`render_figure`), with no overprinted tick labels."""
     frame = load_figure_data(spec, root)
     if spec.facet:
         panels = [
@@ -266,134 +347,9 @@ def render_figure(spec: FigureSpec, root: Path) -> bytes:
         ax.set_ylabel(spec.y_label)
         ax.tick_params(labelbottom=True, labelleft=True)  # every panel readable on its own
         if facet_label is not None:
-            ax.set_title(f"{spec.facet} = {facet_label}", fontsize="medium")
+            ax.set_title(f"{human(spec.facet)} = {facet_label}", fontsize="medium")
     for ax in list(axes.flat)[len(panels) :]:
         ax.set_visible(False)
     fig.suptitle(textwrap.fill(spec.title, width=int(TITLE_CHARS_PER_INCH * PANEL_SIZE[0] * ncols)))
-    return _to_png(fig)
-
-
-#: Columns of :func:`region_of_privacy_data`: the valid lower bound (with its estimator and
-#: assumption), the tightest upper bound, and estimates in columns named ``estimate_*`` only.
-REGION_COLUMNS = (
-    "audit",
-    "setting",
-    "epsilon_lower",
-    "lower_estimator",
-    "lower_assumes",
-    "epsilon_upper_tightest",
-    "upper_accountant",
-    "estimate_epsilon_star",
-)
-
-
-def _region_rows(
-    rows: Sequence[tuple[str, SummaryRow]],
-) -> list[tuple[str, SummaryRow, float | None, str | None, float | None]]:
-    """(audit, row, valid lower bound, tightest accountant, its ε) of every row with a finite value."""
-    out = []
-    for name, row in rows:
-        uppers = {k: v for k, v in row.epsilon_upper.items() if v is not None and math.isfinite(v)}
-        accountant = min(uppers, key=lambda k: uppers[k]) if uppers else None
-        lower = (
-            row.epsilon_lower if row.epsilon_lower is not None and math.isfinite(row.epsilon_lower) else None
-        )
-        star = row.epsilon_star is not None and math.isfinite(row.epsilon_star)
-        if accountant is not None or lower is not None or star:
-            out.append((name, row, lower, accountant, uppers[accountant] if accountant is not None else None))
-    return out
-
-
-def region_of_privacy_data(rows: Sequence[tuple[str, SummaryRow]]) -> pd.DataFrame:
-    """The numbers the region-of-privacy figure draws, one row per setting with any finite value.
-
-    ``epsilon_lower`` is the row's valid lower bound (``SummaryRow.epsilon_lower``, never an
-    estimate), labelled by ``lower_estimator`` and ``lower_assumes``; ``epsilon_upper_tightest`` is
-    the smallest accountant ε. Epsilon* (Negoescu et al.) is an estimate for one trained model: it
-    lives only in ``estimate_epsilon_star`` and is drawn with its own marker, never as a bound.
-    """
-    records = [
-        {
-            "audit": name,
-            "setting": row.setting,
-            "epsilon_lower": lower,
-            "lower_estimator": row.epsilon_lower_estimator if lower is not None else None,
-            "lower_assumes": row.epsilon_lower_assumes if lower is not None else None,
-            "epsilon_upper_tightest": upper,
-            "upper_accountant": accountant,
-            "estimate_epsilon_star": row.epsilon_star
-            if row.epsilon_star is not None and math.isfinite(row.epsilon_star)
-            else None,
-        }
-        for name, row, lower, accountant, upper in _region_rows(rows)
-    ]
-    return pd.DataFrame(records, columns=list(REGION_COLUMNS))
-
-
-def region_of_privacy_png(rows: Sequence[tuple[str, SummaryRow]]) -> bytes | None:
-    """Horizontal intervals from the best ε lower bound to the tightest accountant's ε upper bound.
-
-    The span between them is where the true privacy loss lies (Erlingsson et al. §5.3, "region of
-    privacy"); drawn here for every setting of every audit so they compare at a glance, with Epsilon*
-    of the trained model where known (Negoescu et al.) as a separate marker labelled an estimate.
-    The lower bound drawn is only ever the row's valid bound (:func:`region_of_privacy_data`).
-    Returns ``None`` when no row has a finite value. The x axis is symmetric-log so that a lower
-    bound of 0 shows.
-    """
-    usable = [(name, row, lower, upper) for name, row, lower, _, upper in _region_rows(rows)]
-    if not usable:
-        return None
-    fig = Figure(figsize=(9.0, REGION_FIXED_HEIGHT + REGION_ROW_HEIGHT * len(usable)), layout="constrained")
-    FigureCanvasAgg(fig)
-    ax = fig.subplots()
-    accountants = sorted({k for _, row, _, _ in usable for k in row.epsilon_upper})
-    markers = dict(zip(accountants, "s^vP*Xhd", strict=False))
-    for i, (_, row, lower, upper) in enumerate(usable):
-        if lower is not None and upper is not None:
-            # A lower bound above an upper bound: each valid bound may do so with probability at most
-            # 1 − c; many such bars point to a wrong estimator or accountant. Shown in red.
-            violated = lower > upper
-            ax.plot(
-                [lower, upper],
-                [i, i],
-                color="tab:red" if violated else "tab:green",
-                linewidth=6,
-                alpha=0.35,
-                solid_capstyle="butt",
-                label="lower > upper (chance ≤ 1 − c each; many: check)" if violated else "region of privacy",
-            )
-        if lower is not None:
-            ax.plot([lower], [i], "o", color="tab:red", label="ε lower (valid bound, joint confidence)")
-        for name, value in row.epsilon_upper.items():
-            if value is not None and math.isfinite(value):
-                ax.plot(
-                    [value],
-                    [i],
-                    markers.get(name, "s"),
-                    color="tab:blue",
-                    markerfacecolor="none",
-                    label=f"ε upper ({name})",
-                )
-        if row.epsilon_star is not None and math.isfinite(row.epsilon_star):
-            ax.plot(
-                [row.epsilon_star],
-                [i],
-                "x",
-                color="black",
-                label="Epsilon* (estimate for this model, not a bound)",
-            )
-    ax.set_yticks(
-        range(len(usable)), [f"{name}: {row.setting}" for name, row, _, _ in usable], fontsize="small"
-    )
-    ax.set_ylim(len(usable) - 0.5, -0.5)  # first row on top, no empty margin rows
-    ax.set_xscale("symlog", linthresh=0.1)
-    plotted = [v for _, row, lo, _ in usable for v in (lo, row.epsilon_star, *row.epsilon_upper.values())]
-    finite = [float(v) for v in plotted if v is not None and math.isfinite(v)]
-    ax.set_xlim(min(0.0, *finite), max(1.0, *finite) * 2.0)
-    ax.set_xlabel("ε (symmetric-log scale)")
-    fig.suptitle("Region of privacy: ε lower bound (attacks) to ε upper bounds (accountants)")
-    ax.grid(True, axis="x", alpha=0.3)
-    handles, labels = ax.get_legend_handles_labels()
-    unique = dict(zip(labels, handles, strict=True))
-    fig.legend(unique.values(), unique.keys(), fontsize="small", loc="outside lower center", ncol=4)
-    return _to_png(fig)
+    _unclutter_ticks(fig)
+    return fig

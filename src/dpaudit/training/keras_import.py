@@ -33,14 +33,14 @@ What is refused, naming the layer, its class and the reason (:class:`Unsupported
   layer, ``use_bias=False`` (the families always train a bias), regularisers and constraints (the
   trainer's loss has none), strides, dilation, ``same`` padding where it differs from ``valid``, any
   other layer class, nested models, and functional models that are not a single chain.
+
+The config allow-list lives in :mod:`dpaudit.training.keras_safety`, the per-layer mapping in
+:mod:`dpaudit.training.keras_layers`; every public name stays importable from here.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import re
-import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -48,324 +48,44 @@ from typing import Any
 import numpy as np
 
 from dpaudit.config import ParamsError
-from dpaudit.training.models import Conv2D, Dense, Flatten, Layer, MaxPool, Model
-
-#: One Keras layer as the mapper sees it: (layer name, class name, layer config).
-Entry = tuple[str, str, Mapping[str, Any]]
-
-SUPPORTED = (
-    "InputLayer, Dense, Conv2D (valid, stride 1), MaxPooling2D, Flatten, Activation/ReLU (relu, linear; "
-    "softmax on the last layer) and Dropout(rate=0)"
+from dpaudit.training.keras_layers import (
+    REFUSED,
+    SUPPORTED,
+    Entry,
+    UnsupportedLayerError,
+    _build,
 )
-
-_BATCH_NORM = (
-    "it normalises with statistics of the whole batch, so one example's output and gradient depend on "
-    "the other examples; per-example clipping then no longer bounds one record's influence and the "
-    "DP-SGD sensitivity argument breaks. Remove it (or use a per-example normalisation when supported)"
+from dpaudit.training.keras_safety import (
+    ALLOWED_MODULES,
+    CODE_CLASSES,
+    MODEL_CLASSES,
+    KerasImportError,
+    UnsafeKerasConfigError,
+    _read_keras_config,
+    check_keras_config,
+    load_keras_model,
 )
-_PER_EXAMPLE_NORM = (
-    "not supported yet: it normalises each example on its own, so it is compatible with per-example "
-    "clipping, but dpaudit's model families have no normalisation layer"
-)
+from dpaudit.training.models import Model
 
-#: Layer classes refused with a specific reason (others get the generic "not supported").
-REFUSED: dict[str, str] = {
-    "BatchNormalization": _BATCH_NORM,
-    "SyncBatchNormalization": _BATCH_NORM,
-    "LayerNormalization": _PER_EXAMPLE_NORM,
-    "GroupNormalization": _PER_EXAMPLE_NORM,
-    "UnitNormalization": _PER_EXAMPLE_NORM,
-}
-
-_NESTED = ("Sequential", "Functional", "Model")
-_REGULARISERS = (
-    "kernel_regularizer",
-    "bias_regularizer",
-    "activity_regularizer",
-    "kernel_constraint",
-    "bias_constraint",
-)
-
-
-class KerasImportError(ValueError):
-    """A Keras model cannot be mapped onto dpaudit's model families."""
-
-
-class UnsupportedLayerError(KerasImportError):
-    """One layer cannot be mapped; names the layer, its class and the reason."""
-
-    def __init__(self, layer: str, class_name: str, reason: str) -> None:
-        self.layer, self.class_name, self.reason = layer, class_name, reason
-        super().__init__(f"layer '{layer}' ({class_name}) cannot be mapped: {reason}")
-
-
-# -------------------------------------------------------------------------------------- allow-list
-
-#: Modules a serialised Keras object may name. Keras imports the ``module`` of every object in a
-#: model's config before safe mode looks at it (the class of CVE-2025-1550: ``"module": "os"`` or
-#: ``"keras.config"`` runs code on load), so dpaudit checks the whole tree against this list first.
-ALLOWED_MODULES: frozenset[str] = frozenset({
-    "keras", "keras.layers", "keras.models", "keras.initializers", "keras.regularizers",
-    "keras.constraints", "keras.activations", "keras.losses", "keras.metrics", "keras.optimizers",
-    "keras.optimizers.experimental", "keras.optimizers.legacy", "keras.optimizers.schedules",
-    "keras.src.engine.functional", "keras.src.engine.sequential", "keras.src.engine.training",
-    "keras.src.models.functional", "keras.src.models.sequential", "keras.src.models.model",
-})
-
-#: Model classes (of ``keras``, ``keras.models`` and the engine modules above).
-MODEL_CLASSES: frozenset[str] = frozenset(_NESTED)
-
-#: Layer classes that carry Python code (a serialised function or op): never passed to Keras.
-CODE_CLASSES: frozenset[str] = frozenset({"Lambda", "TFOpLambda", "SlicingOpLambda"})
-
-_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_MODEL_MODULES = frozenset({"keras", "keras.models"} | {m for m in ALLOWED_MODULES if ".src." in m})
-
-
-class UnsafeKerasConfigError(KerasImportError):
-    """A Keras config names a module or class outside dpaudit's allow-list; nothing was imported."""
-
-
-def check_keras_config(config: Any, where: str = "model") -> None:
-    """Refuse a Keras model config unless every serialised object in it is on the allow-list.
-
-    Every mapping in the tree that has a ``module``, ``class_name`` or ``registered_name`` is a
-    serialised object, and must have: ``module`` null or in :data:`ALLOWED_MODULES` (exactly; a prefix
-    is not enough, ``keras.config`` can switch safe mode off); ``class_name`` a plain identifier, one of
-    :data:`MODEL_CLASSES` for a model module, and not one of :data:`CODE_CLASSES`; ``registered_name``
-    null or equal to ``class_name`` (a custom object registers ``package>Name``). Raises
-    :class:`UnsafeKerasConfigError` naming the path in the tree and the offending value. Pure: it reads
-    the parsed JSON and imports nothing.
-    """
-
-    def refuse(path: str, field: str, value: Any, why: str) -> None:
-        raise UnsafeKerasConfigError(
-            f"{where}: {path}.{field} = {value!r} is not allowed ({why}); dpaudit passes a Keras file to "
-            f"Keras only when every module and class in it is one of Keras' own built-ins"
-        )
-
-    def walk(node: Any, path: str) -> None:
-        if isinstance(node, Mapping):
-            if {"module", "class_name", "registered_name"} & set(node):
-                module, cls = node.get("module"), node.get("class_name")
-                registered = node.get("registered_name")
-                if module is not None and module not in ALLOWED_MODULES:
-                    refuse(path, "module", module, f"allowed modules: {sorted(ALLOWED_MODULES)}")
-                if not isinstance(cls, str) or not _IDENTIFIER.match(cls):
-                    refuse(path, "class_name", cls, "must be a plain class name")
-                if cls in CODE_CLASSES:
-                    refuse(path, "class_name", cls, "a layer that carries Python code")
-                if module in _MODEL_MODULES and cls not in MODEL_CLASSES and cls != "function":
-                    refuse(path, "class_name", cls, f"{module!r} provides only {sorted(MODEL_CLASSES)}")
-                if registered is not None and registered != cls:
-                    refuse(path, "registered_name", registered, "custom (registered) objects are not allowed")
-            for key, value in node.items():
-                walk(value, f"{path}.{key}")
-        elif isinstance(node, list):
-            for i, value in enumerate(node):
-                walk(value, f"{path}[{i}]")
-
-    walk(config, "config")
-
-
-def load_keras_model(path: str | Path) -> Any:
-    """``tf.keras.models.load_model`` (safe mode, not compiled) of a ``.keras`` file whose config first
-    passed :func:`check_keras_config`: Keras never sees a module or class outside the allow-list."""
-    import tensorflow as tf
-
-    path = Path(path)
-    check_keras_config(json.loads(_read_keras_config(path)), str(path))
-    return tf.keras.models.load_model(path, compile=False, safe_mode=True)
-
-
-# ---------------------------------------------------------------------------------------- config
-
-
-def _pair(value: Any) -> tuple[int, int]:
-    if isinstance(value, int):
-        return value, value
-    first, second = value
-    return int(first), int(second)
-
-
-def _activation(value: Any, name: str, cls: str) -> str:
-    """``relu``, ``linear`` or ``softmax`` from a Keras activation config (string or serialised dict)."""
-    if value is None:
-        return "linear"
-    if isinstance(value, Mapping):
-        inner = value.get("config")
-        named = isinstance(inner, Mapping) and "name" in inner
-        value = inner["name"] if named else value.get("class_name")  # type: ignore[index]
-    text = str(value).lower()
-    if text in ("relu", "linear", "softmax"):
-        return text
-    raise UnsupportedLayerError(
-        name, cls, f"activation {value!r} is not supported yet: dpaudit's layers have relu and linear "
-        f"(and softmax on the last layer, taken as the logits' loss)"
-    )
-
-
-class _Builder:
-    """Accumulates mapped layers while tracking the activation shape and each layer's Keras origin."""
-
-    def __init__(self, input_shape: tuple[int, ...]) -> None:
-        self.shape = input_shape
-        self.layers: list[Layer] = []
-        self.origin: list[tuple[str, str]] = []
-        self.softmax = False
-
-    def add(self, layer: Layer, name: str, cls: str) -> None:
-        try:
-            out = layer.out_shape(self.shape)
-        except ValueError as exc:
-            raise UnsupportedLayerError(name, cls, f"input shape {self.shape} does not fit: {exc}") from exc
-        if any(s < 1 for s in out):
-            raise UnsupportedLayerError(name, cls, f"input shape {self.shape} gives an empty output {out}")
-        self.layers.append(layer)
-        self.origin.append((name, cls))
-        self.shape = out
-
-    def fold_relu(self, name: str, cls: str) -> None:
-        """Apply relu to the output so far: set it on the last trainable layer, across pool/flatten."""
-        for i in range(len(self.layers) - 1, -1, -1):
-            layer = self.layers[i]
-            if isinstance(layer, Dense | Conv2D):
-                self.layers[i] = dataclasses.replace(layer, activation="relu")  # relu∘relu = relu
-                return
-        raise UnsupportedLayerError(name, cls, "a relu on the model's inputs has no counterpart in dpaudit")
-
-
-def _channels_last(name: str, cls: str, config: Mapping[str, Any]) -> None:
-    if config.get("data_format") not in (None, "channels_last"):
-        raise UnsupportedLayerError(name, cls, f"data_format={config['data_format']!r}: channels_last only")
-
-
-def _check_common(name: str, cls: str, config: Mapping[str, Any]) -> None:
-    if config.get("use_bias", True) is False:
-        raise UnsupportedLayerError(name, cls, "use_bias=False: dpaudit's Dense and Conv2D train a bias")
-    for key in _REGULARISERS:
-        if config.get(key) is not None:
-            raise UnsupportedLayerError(
-                name, cls, f"{key} is set: the DP-SGD trainer's loss has no regularisation terms"
-            )
-    _channels_last(name, cls, config)
-
-
-def _map_entry(b: _Builder, entry: Entry, is_last: bool) -> None:
-    name, cls, config = entry
-    if b.softmax:
-        raise UnsupportedLayerError(name, cls, "follows a softmax, which must be the model's last operation")
-    if cls in REFUSED:
-        raise UnsupportedLayerError(name, cls, REFUSED[cls])
-    if cls in _NESTED:
-        raise UnsupportedLayerError(name, cls, "a nested model: put its layers directly in the outer model")
-    if cls == "InputLayer":
-        raise UnsupportedLayerError(name, cls, "an input layer in the middle of the model")
-    if cls == "Dense":
-        _check_common(name, cls, config)
-        act = _activation(config.get("activation"), name, cls)
-        if len(b.shape) != 1:
-            raise UnsupportedLayerError(
-                name, cls, f"needs a flat input, got shape {b.shape} (Keras would apply it to the last axis "
-                f"only): add Flatten before it"
-            )
-        if act == "softmax" and not is_last:
-            raise UnsupportedLayerError(name, cls, "softmax is allowed on the last layer only")
-        b.add(Dense(int(config["units"]), "relu" if act == "relu" else "linear"), name, cls)
-        b.softmax = act == "softmax"
-    elif cls == "Conv2D":
-        _check_common(name, cls, config)
-        act = _activation(config.get("activation"), name, cls)
-        if act == "softmax":
-            raise UnsupportedLayerError(name, cls, "softmax is allowed on the last (Dense) layer only")
-        k, k2 = _pair(config["kernel_size"])
-        padding = str(config.get("padding", "valid")).lower()
-        problems = []
-        if k != k2:
-            problems.append(f"kernel_size {(k, k2)} is not square")
-        if _pair(config.get("strides", 1)) != (1, 1):
-            problems.append(f"strides {config.get('strides')} (only 1)")
-        if _pair(config.get("dilation_rate", 1)) != (1, 1):
-            problems.append(f"dilation_rate {config.get('dilation_rate')} (only 1)")
-        if int(config.get("groups", 1)) != 1:
-            problems.append(f"groups={config.get('groups')} (only 1)")
-        if padding != "valid" and not (padding == "same" and k == 1):
-            problems.append(f"padding={padding!r} (only 'valid', or 'same' with a 1×1 kernel)")
-        if len(b.shape) != 3:
-            problems.append(f"needs an [h, w, c] input, got shape {b.shape}")
-        if problems:
-            raise UnsupportedLayerError(name, cls, "not supported yet: " + "; ".join(problems))
-        b.add(Conv2D(int(config["filters"]), k, "relu" if act == "relu" else "linear"), name, cls)
-    elif cls == "MaxPooling2D":
-        _channels_last(name, cls, config)
-        s, s2 = _pair(config.get("pool_size", 2))
-        strides = config.get("strides")
-        padding = str(config.get("padding", "valid")).lower()
-        if len(b.shape) != 3:
-            raise UnsupportedLayerError(name, cls, f"needs an [h, w, c] input, got shape {b.shape}")
-        divides = b.shape[0] % s == 0 and b.shape[1] % s == 0
-        if s != s2 or (strides is not None and _pair(strides) != (s, s)) or not (
-            padding == "valid" or (padding == "same" and divides)
-        ):
-            raise UnsupportedLayerError(
-                name, cls, f"not supported yet: pool_size {(s, s2)}, strides {strides}, padding {padding!r} "
-                f"on input {b.shape} (only square pools with strides = pool size and valid padding)"
-            )
-        b.add(MaxPool(s), name, cls)
-    elif cls == "Flatten":
-        _channels_last(name, cls, config)
-        b.add(Flatten(), name, cls)
-    elif cls in ("Activation", "ReLU"):
-        if cls == "ReLU":
-            extras = {k: config.get(k) for k in ("max_value", "negative_slope", "threshold")}
-            shifted = float(extras["negative_slope"] or 0) != 0 or float(extras["threshold"] or 0) != 0
-            if extras["max_value"] is not None or shifted:
-                raise UnsupportedLayerError(name, cls, f"only the plain relu is supported yet, got {extras}")
-            act = "relu"
-        else:
-            act = _activation(config.get("activation"), name, cls)
-        if act == "relu":
-            b.fold_relu(name, cls)
-        elif act == "softmax":
-            last = b.layers[-1] if b.layers else None
-            if not is_last or not isinstance(last, Dense) or last.activation != "linear":
-                raise UnsupportedLayerError(
-                    name, cls, "softmax is allowed only as the last layer, right after a linear Dense layer"
-                )
-            b.softmax = True
-    elif cls == "Dropout":
-        rate = float(config.get("rate", 0.0))
-        if rate != 0.0:
-            raise UnsupportedLayerError(
-                name, cls, f"rate={rate}: dpaudit's DP-SGD trainer has no dropout, so the audited model "
-                f"would be trained differently from yours; set rate=0 for the audit or remove the layer"
-            )
-    else:
-        raise UnsupportedLayerError(name, cls, f"not supported: dpaudit maps {SUPPORTED}")
-
-
-def _build(name: str, input_shape: Sequence[int], entries: Sequence[Entry]) -> Model:
-    """Map a chain of layer entries (input layer excluded) onto a :class:`Model`."""
-    if not entries:
-        raise KerasImportError(f"model '{name}' has no layers")
-    b = _Builder(tuple(int(s) for s in input_shape))
-    for i, entry in enumerate(entries):
-        _map_entry(b, entry, is_last=i == len(entries) - 1)
-    last = b.layers[-1] if b.layers else None
-    where, cls = b.origin[-1] if b.origin else (entries[-1][0], entries[-1][1])
-    if not isinstance(last, Dense):
-        raise UnsupportedLayerError(where, cls, "the model must end in a Dense layer giving the class logits")
-    if last.activation != "linear":
-        raise UnsupportedLayerError(
-            where, cls, f"the last Dense layer has activation {last.activation!r}; it must be linear or "
-            f"softmax (its outputs are the logits of dpaudit's softmax cross-entropy)"
-        )
-    if last.units < 2:
-        raise UnsupportedLayerError(
-            where, cls, f"{last.units} output unit: use Dense(2) with softmax for a binary task (the loss is "
-            f"softmax cross-entropy over at least two classes)"
-        )
-    return Model(name, input_shape, last.units, b.layers)
+__all__ = [
+    "ALLOWED_MODULES",
+    "CODE_CLASSES",
+    "MODEL_CLASSES",
+    "REFUSED",
+    "SUPPORTED",
+    "Entry",
+    "KerasImportError",
+    "UnsafeKerasConfigError",
+    "UnsupportedLayerError",
+    "check_keras_config",
+    "load_keras_model",
+    "model_from_keras",
+    "model_from_keras_config",
+    "model_from_keras_file",
+    "model_from_keras_json",
+    "model_from_layer_list",
+    "params_from_keras_weights",
+]
 
 
 def _input_shape(entry_config: Mapping[str, Any]) -> tuple[int, ...] | None:
@@ -475,19 +195,6 @@ def model_from_keras_json(json_text: str) -> Model:
         raise KerasImportError("not a Keras model JSON: the top level is not an object")
     check_keras_config(config)
     return model_from_keras_config(config)
-
-
-def _read_keras_config(path: Path) -> str:
-    """The ``config.json`` text of a ``.keras`` archive (a zip file), or a :class:`KerasImportError`."""
-    if path.suffix != ".keras":
-        raise KerasImportError(f"{path}: expected a .keras file (Keras' `model.save('name.keras')`)")
-    if not path.is_file():
-        raise KerasImportError(f"{path}: file does not exist")
-    try:
-        with zipfile.ZipFile(path) as archive:
-            return archive.read("config.json").decode("utf-8")
-    except (zipfile.BadZipFile, KeyError, UnicodeDecodeError) as exc:
-        raise KerasImportError(f"{path}: not a .keras archive with a config.json: {exc}") from exc
 
 
 def model_from_keras_file(path: str | Path) -> Model:

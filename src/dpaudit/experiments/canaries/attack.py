@@ -24,7 +24,7 @@ import numpy as np
 from dpaudit.attacks.lira import lira_scores
 from dpaudit.experiments.base import TrainManifest
 from dpaudit.experiments.canaries.config import CanariesConfig
-from dpaudit.experiments.canaries.design import ATTACK_FILE, DESIGN_FILE, load_audit_set
+from dpaudit.experiments.canaries.design import ATTACK_FILE, DEFENCE_KINDS, DESIGN_FILE, load_audit_set
 from dpaudit.io import write_npz
 from dpaudit.layout import Audit
 
@@ -72,7 +72,7 @@ def attack(config: CanariesConfig, audit: Audit, manifest: TrainManifest, out_di
     arrays: dict[str, np.ndarray] = {}
     for defence in manifest.facts["defences"]:
         name, group = str(defence["name"]), str(defence["weights"])
-        if defence["kind"] != "heuristic":
+        if not DEFENCE_KINDS[str(defence["kind"])].label_only:
             for attack_name in LIRA_ATTACKS:
                 _, mode, confidence = attack_name.split("_")
                 phi = views[f"{group}__phi_{confidence}"][:, :, queries]

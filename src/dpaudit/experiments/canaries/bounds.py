@@ -38,13 +38,13 @@ import numpy as np
 import pandas as pd
 
 from dpaudit.bounds.accountants import compute_epsilon, epsilons_for_event
-from dpaudit.bounds.auditor import SubsampledGaussian, _auroc, _tpr_at_fpr, audit_scores
-from dpaudit.experiments.base import BoundsResult, Mechanism, TrainManifest, finite_number
+from dpaudit.bounds.auditor import SubsampledGaussian, _auroc, _level_tag, _tpr_at_fpr, audit_scores
+from dpaudit.experiments.base import FAMILY_ASSUMES, BoundsResult, Mechanism, TrainManifest, finite_number
 from dpaudit.experiments.canaries.attack import LABEL_ONLY, LIRA_ATTACKS
 from dpaudit.experiments.canaries.config import CANARY_TYPES, CanariesConfig
-from dpaudit.experiments.canaries.design import ATTACK_FILE
+from dpaudit.experiments.canaries.design import ATTACK_FILE, DEFENCE_KINDS
 from dpaudit.layout import Audit
-from dpaudit.report.spec import SummaryRow
+from dpaudit.results import SummaryRow
 
 ACCOUNTANT_ORDER = ("naive", "advanced", "rdp", "pld")
 #: Grid of FPRs at which the ROC table is sampled (log-spaced, for the log-log figure).
@@ -64,13 +64,15 @@ ACCURACY_WINDOW = 0.05
 
 
 def level_tag(level: float) -> str:
-    """``0.001`` → ``"0.1pct"`` (metric keys)."""
-    return f"{100 * level:g}pct".replace(".", "_")
+    """``0.001`` → ``"0p001"``: the FPR level in metric keys, spelled as the scores auditor does
+    (``tpr_at_fpr_0p01``, :meth:`dpaudit.bounds.auditor.ScoresAudit.metrics`)."""
+    return _level_tag(level)
 
 
 def main_attack(kind: str, confidence: str) -> str:
-    """The defence's own attack: label-only for the heuristic, online LiRA on ``confidence`` otherwise."""
-    return LABEL_ONLY if kind == "heuristic" else f"lira_online_{confidence}"
+    """The defence's own attack: label-only where the defence releases only labels (the heuristic),
+    online LiRA on ``confidence`` otherwise."""
+    return LABEL_ONLY if DEFENCE_KINDS[kind].label_only else f"lira_online_{confidence}"
 
 
 def roc_points(
@@ -185,7 +187,8 @@ def bounds(config: CanariesConfig, audit: Audit, manifest: TrainManifest) -> Bou
     headline_info: dict[str, Any] = {}
     for defence in facts["defences"]:
         name, kind = str(defence["name"]), str(defence["kind"])
-        attacks = [LABEL_ONLY] if kind == "heuristic" else [*LIRA_ATTACKS, LABEL_ONLY]
+        spec = DEFENCE_KINDS[kind]
+        attacks = [LABEL_ONLY] if spec.label_only else [*LIRA_ATTACKS, LABEL_ONLY]
         own = main_attack(kind, confidence_kind)
         acc = np.asarray(accuracy_of[str(defence["weights"])], dtype=float)
         entry: dict[str, Any] = {
@@ -234,13 +237,13 @@ def bounds(config: CanariesConfig, audit: Audit, manifest: TrainManifest) -> Bou
             tag = level_tag(level)
             canary = table[own][worst_name][tag]["tpr"]
             population = table[own]["clean"][tag]["tpr"]
-            head[f"canary_tpr_{tag}"] = canary
-            head[f"population_tpr_{tag}"] = population
+            head[f"canary_tpr_at_fpr_{tag}"] = canary
+            head[f"population_tpr_at_fpr_{tag}"] = population
             head[f"ratio_{tag}"] = canary / max(population, 1.0 / max(n_clean_in, 1))
         # Best canary-level TPR over every attack and every non-clean type (for the DP comparison).
         for level in levels:
             tag = level_tag(level)
-            head[f"best_canary_tpr_{tag}"] = max(
+            head[f"best_canary_tpr_at_fpr_{tag}"] = max(
                 (table[a][CANARY_TYPES[t]][tag]["tpr"] for a in attacks for t in vulnerable), default=0.0
             )
         entry["headline"] = head
@@ -248,11 +251,11 @@ def bounds(config: CanariesConfig, audit: Audit, manifest: TrainManifest) -> Bou
         # ε upper bounds from the accountants, lower bounds from the canary scores.
         mechanism = manifest.mechanisms[name]
         upper = accountant_epsilons(mechanism, delta)
-        if kind == "dpsgd":
+        if spec.private:
             entry["epsilon_upper"] = {k: finite_number(v) for k, v in upper.items()}
         scores = attack[f"{name}__{own}"]
         family = None
-        if kind == "dpsgd" and min(upper.values()) <= FAMILY_MAX_EPSILON:
+        if spec.private and min(upper.values()) <= FAMILY_MAX_EPSILON:
             family = SubsampledGaussian(float(facts["sampling_rate"]), int(facts["steps"]))
         types = single or [clean]
         per_type = per_model_bounds(scores, membership, ctype, types, delta, bp.confidence, family, levels)
@@ -270,7 +273,7 @@ def bounds(config: CanariesConfig, audit: Audit, manifest: TrainManifest) -> Bou
             best_pooled = finite_number(pooled.headline.epsilon)
         lowers["pooled_estimate"] = best_pooled
         entry["epsilon_lower"] = lowers
-        if kind == "dpsgd":
+        if spec.private:
             tight = min(upper.values())
             checks["dp_bounds"] += 1
             checks["dp_bounds_above_accountant"] += int(best_model > tight)
@@ -288,8 +291,8 @@ def bounds(config: CanariesConfig, audit: Audit, manifest: TrainManifest) -> Bou
         bar = {"defence": label}
         for level in levels:
             tag = level_tag(level)
-            bar[f"population_tpr_{tag}"] = head[f"population_tpr_{tag}"]
-            bar[f"canary_tpr_{tag}"] = head[f"canary_tpr_{tag}"]
+            bar[f"population_tpr_at_fpr_{tag}"] = head[f"population_tpr_at_fpr_{tag}"]
+            bar[f"canary_tpr_at_fpr_{tag}"] = head[f"canary_tpr_at_fpr_{tag}"]
         bar_rows.append(bar)
         z = defence["noise_multiplier"]
         pu_rows.append(
@@ -297,9 +300,9 @@ def bounds(config: CanariesConfig, audit: Audit, manifest: TrainManifest) -> Bou
                 "defence": label,
                 "kind": kind,
                 "test_accuracy": float(acc.mean()),
-                "canary_tpr": head[f"best_canary_tpr_{tag_pu}"],
+                "canary_tpr": head[f"best_canary_tpr_at_fpr_{tag_pu}"],
                 "noise_multiplier": float(z) if z is not None else np.nan,
-                "dpsgd": kind == "dpsgd",
+                "dpsgd": spec.private,
             }
         )
         tag0 = level_tag(fpr_main)
@@ -316,22 +319,27 @@ def bounds(config: CanariesConfig, audit: Audit, manifest: TrainManifest) -> Bou
                     f"({'sweeps + subsampled-Gaussian family' if family else 'threshold sweeps'}), "
                     f"joint confidence {bp.confidence:g}"
                 ),
-                scores=summary_scores(head[f"canary_tpr_{tag0}"], clean0["tpr"], clean0["high"]),
+                scores=summary_scores(head[f"canary_tpr_at_fpr_{tag0}"], clean0["tpr"], clean0["high"]),
                 utility_name="test accuracy",
                 utility=float(acc.mean()),
+                epsilon_lower_assumes=FAMILY_ASSUMES if family else "none",
             )
         )
         headline_info[name] = {"worst": worst_name, "label": label, "kind": kind}
 
-    # Acceptance checks of issue 14 (each a number: 1 = holds, 0 = does not).
-    undefended = metrics_defences.get("undefended")
-    if undefended and "mislabeled" in undefended["tpr"][main_attack("undefended", confidence_kind)]:
-        t = undefended["tpr"][main_attack("undefended", confidence_kind)]
+    # Acceptance checks of issue 14 (each a number: 1 = holds, 0 = does not), on the non-private
+    # baseline (undefended), the label-only heuristic and the DP-SGD defences, found by their kind.
+    kind_of = {str(d["name"]): str(d["kind"]) for d in facts["defences"]}
+    baseline_name = next((n for n, k in kind_of.items() if DEFENCE_KINDS[k].undefended), None)
+    heuristic_name = next((n for n, k in kind_of.items() if DEFENCE_KINDS[k].label_only), None)
+    undefended = metrics_defences.get(baseline_name) if baseline_name is not None else None
+    if undefended and "mislabeled" in undefended["tpr"][main_attack(kind_of[baseline_name], confidence_kind)]:
+        t = undefended["tpr"][main_attack(kind_of[baseline_name], confidence_kind)]
         mis, cln = t["mislabeled"][tag1]["tpr"], t["clean"][tag1]["tpr"]
         floor = 1.0 / max(1, int(np.sum(membership[ctype == clean])))
         checks["undefended_mislabeled_over_clean"] = mis / max(cln, floor)
         checks["undefended_mislabeled_ratio_ok"] = float(mis >= RATIO_TARGET * cln and mis > 0)
-    heuristic = metrics_defences.get("label-only")
+    heuristic = metrics_defences.get(heuristic_name) if heuristic_name is not None else None
     if heuristic is not None:
         h = heuristic["tpr"][LABEL_ONLY]
         pop = h["clean"][tag1]
@@ -340,7 +348,7 @@ def bounds(config: CanariesConfig, audit: Audit, manifest: TrainManifest) -> Bou
         # Population-style "looks private": the clean records' TPR is not significantly above the FPR.
         checks["heuristic_population_near_chance"] = float(pop["low"] <= level1)
         # Adaptive: the label-only attack on the most vulnerable canary type (wrong or random labels).
-        adaptive = heuristic["headline"][f"canary_tpr_{tag1}"]
+        adaptive = heuristic["headline"][f"canary_tpr_at_fpr_{tag1}"]
         checks["heuristic_adaptive_ratio"] = adaptive / max(pop["tpr"], floor)
         checks["heuristic_adaptive_ratio_ok"] = float(checks["heuristic_adaptive_ratio"] >= RATIO_TARGET)
         if "mislabeled" in h:
@@ -349,12 +357,14 @@ def bounds(config: CanariesConfig, audit: Audit, manifest: TrainManifest) -> Bou
         close = [
             n
             for n, e in metrics_defences.items()
-            if n.startswith("dpsgd") and e["test_accuracy"]["mean"] >= h_acc - ACCURACY_WINDOW
+            if DEFENCE_KINDS[kind_of[n]].private and e["test_accuracy"]["mean"] >= h_acc - ACCURACY_WINDOW
         ]
         checks["dp_within_accuracy_window"] = float(len(close))
         checks["dp_close_below_heuristic"] = float(
             bool(close)
-            and all(metrics_defences[n]["headline"][f"best_canary_tpr_{tag1}"] < adaptive for n in close)
+            and all(
+                metrics_defences[n]["headline"][f"best_canary_tpr_at_fpr_{tag1}"] < adaptive for n in close
+            )
         )
     metrics = {
         "delta": delta,
@@ -376,7 +386,9 @@ def bounds(config: CanariesConfig, audit: Audit, manifest: TrainManifest) -> Bou
         "privacy_utility.csv": pd.DataFrame(pu_rows),
         "tpr.csv": pd.DataFrame(tpr_rows),
     }
-    heuristic_index = next((i for i, d in enumerate(facts["defences"]) if d["kind"] == "heuristic"), 0)
+    heuristic_index = next(
+        (i for i, d in enumerate(facts["defences"]) if DEFENCE_KINDS[str(d["kind"])].label_only), 0
+    )
     return BoundsResult(
         metrics=metrics,
         plots=plots,

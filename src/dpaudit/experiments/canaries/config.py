@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from dpaudit.config import dataset_entry, from_mapping, require, section
+from dpaudit.experiments.params import LevelParams, TrainingKnobs
 
 if TYPE_CHECKING:
     from dpaudit.data.custom import DatasetSize
@@ -91,7 +92,7 @@ class DatasetSettings:
 
 
 @dataclass(frozen=True)
-class TrainParams:
+class TrainParams(TrainingKnobs):
     """The M models of every defence, each canary in exactly M/2 of them (Aerni et al. §3).
 
     Undefended models train without clipping or noise at ``learning_rate``; DP-SGD models
@@ -111,9 +112,8 @@ class TrainParams:
     utility_first_noise: float | None = 0.1
 
     def __post_init__(self) -> None:
+        super().__post_init__()  # delta, sampling_rate, learning_rate, clip_norm
         require(self.models >= 8 and self.models % 2 == 0, "models", self.models, "must be even and >= 8")
-        require(0 < self.delta < 1, "delta", self.delta, "must lie in (0, 1)")
-        require(0 < self.sampling_rate <= 1, "sampling_rate", self.sampling_rate, "must lie in (0, 1]")
         require(self.epochs > 0, "epochs", self.epochs, "must be > 0")
         require(
             self.epochs / self.sampling_rate <= MAX_STEPS,
@@ -121,9 +121,7 @@ class TrainParams:
             self.epochs,
             f"epochs / sampling_rate must be at most {MAX_STEPS} steps",
         )
-        require(self.learning_rate > 0, "learning_rate", self.learning_rate, "must be > 0")
         require(self.dp_learning_rate > 0, "dp_learning_rate", self.dp_learning_rate, "must be > 0")
-        require(self.clip_norm > 0, "clip_norm", self.clip_norm, "must be > 0")
         require(
             all(z > 0 for z in self.noise_multipliers),
             "noise_multipliers",
@@ -153,14 +151,13 @@ class AttackParams:
 
 
 @dataclass(frozen=True)
-class BoundsParams:
+class BoundsParams(LevelParams):
     """The scores auditor's joint confidence and the FPR levels of the TPR table."""
 
-    confidence: float = 0.95
     fpr_levels: tuple[float, ...] = (0.001, 0.01, 0.05)
 
     def __post_init__(self) -> None:
-        require(0 < self.confidence < 1, "confidence", self.confidence, "must lie in (0, 1)")
+        super().__post_init__()
         require(
             len(self.fpr_levels) >= 1 and all(0 < f < 1 for f in self.fpr_levels),
             "fpr_levels",

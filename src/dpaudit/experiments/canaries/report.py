@@ -12,7 +12,7 @@ from dpaudit.experiments.base import BoundsResult, TrainManifest
 from dpaudit.experiments.canaries.bounds import level_tag
 from dpaudit.experiments.canaries.config import CanariesConfig
 from dpaudit.layout import Audit
-from dpaudit.report.spec import FigureSpec, ReportSection, TableSpec
+from dpaudit.results import AuditBlocks, ReportSection, annotate, audit_section, percent
 
 #: Scores carried by every summary row (TPR at the lowest FPR level).
 SCORES = {
@@ -23,10 +23,6 @@ SCORES = {
 }
 
 
-def _pct(level: float) -> str:
-    return f"{100 * level:g}%"
-
-
 def section(
     config: CanariesConfig, audit: Audit, manifest: TrainManifest, result: BoundsResult
 ) -> ReportSection:
@@ -34,11 +30,11 @@ def section(
     ctx = result.context
     levels = [float(v) for v in ctx["levels"]]
     checks = ctx["checks"]
-    base = f"plots/{audit.name}"
+    blocks = AuditBlocks(audit.name)
     defences = result.metrics["defences"]
     columns = ["defence", "test accuracy", "most vulnerable type"]
     for level in levels:
-        columns += [f"canary TPR @{_pct(level)}", f"population TPR @{_pct(level)}"]
+        columns += [f"canary TPR @{percent(level)}", f"population TPR @{percent(level)}"]
     columns += ["ε lower (per model)", "ε pooled (estimate)", "ε upper (tightest accountant)"]
     rows = []
     for name, info in ctx["defences"].items():
@@ -47,7 +43,8 @@ def section(
         row = [info["label"], round(entry["test_accuracy"]["mean"], 3), info["worst"]]
         for level in levels:
             tag = level_tag(level)
-            row += [round(head[f"canary_tpr_{tag}"], 4), round(head[f"population_tpr_{tag}"], 4)]
+            row += [round(head[f"canary_tpr_at_fpr_{tag}"], 4),
+                    round(head[f"population_tpr_at_fpr_{tag}"], 4)]  # fmt: skip
         uppers = entry.get("epsilon_upper", {})
         tightest = min(uppers.values()) if uppers else None
         row += [
@@ -57,11 +54,11 @@ def section(
         ]
         rows.append(row)
     tables = [
-        TableSpec(
-            id=f"{audit.name}-defences",
-            title="Sample-level vs population-style evaluation per defence",
-            columns=columns,
-            rows=rows,
+        blocks.table(
+            "defences",
+            "Sample-level vs population-style evaluation per defence",
+            columns,
+            rows,
             caption=(
                 "Canary-level: the defence's own attack (online LiRA, label-only for the heuristic) on its "
                 "most vulnerable canary type; population-style: the same attack on clean records. The "
@@ -73,42 +70,35 @@ def section(
         )
     ]
     figures = [
-        FigureSpec(
-            id=f"{audit.name}-roc",
-            title="LiRA ROC per defence: most vulnerable canaries vs clean records (log-log)",
-            kind="line",
-            data=f"{base}/roc.csv",
-            x="fpr",
-            y=["tpr"],
-            x_label="false-positive rate",
-            y_label="true-positive rate",
+        blocks.roc(
+            "roc",
+            "LiRA ROC per defence: most vulnerable canaries vs clean records (log-log)",
+            "roc.csv",
+            log=True,
             group="series",
             facet="defence",
-            x_log=True,
-            y_log=True,
-            diagonal=True,
             caption="Aerni et al.: evaluate at low FPR on the most vulnerable records; diagonal = chance.",
         ),
-        FigureSpec(
-            id=f"{audit.name}-population-vs-canary",
-            title="Population-style vs canary-level TPR per defence",
-            kind="bar",
-            data=f"{base}/population_vs_canary.csv",
-            x="defence",
-            y=list(ctx["bar_columns"]),
-            x_label="defence",
-            y_label="TPR at fixed FPR",
+        blocks.figure(
+            "population-vs-canary",
+            "Population-style vs canary-level TPR per defence",
+            "bar",
+            "population_vs_canary.csv",
+            "defence",
+            ctx["bar_columns"],
+            "defence",
+            "TPR at fixed FPR",
             caption="Population-style numbers (clean records) understate what attacks achieve on canaries.",
         ),
-        FigureSpec(
-            id=f"{audit.name}-privacy-utility",
-            title="Privacy–utility: best canary-level TPR at 1% FPR vs test accuracy (DP-SGD as a curve)",
-            kind="scatter",
-            data=f"{base}/privacy_utility.csv",
-            x="test_accuracy",
-            y=["canary_tpr"],
-            x_label="test accuracy (mean over models)",
-            y_label="best canary TPR at 1% FPR",
+        blocks.figure(
+            "privacy-utility",
+            "Privacy–utility: best canary-level TPR at 1% FPR vs test accuracy (DP-SGD as a curve)",
+            "scatter",
+            "privacy_utility.csv",
+            "test_accuracy",
+            ["canary_tpr"],
+            "test accuracy (mean over models)",
+            "best canary TPR at 1% FPR",
             highlight="dpsgd",
             caption="Aerni et al.: DP-SGD at utility-first settings vs a heuristic at similar accuracy.",
         ),
@@ -127,7 +117,7 @@ def section(
         findings.append(
             f"label-only heuristic: population-style TPR at 1% FPR {h['clean'][tag]['tpr']:.3g} "
             f"(interval {h['clean'][tag]['low']:.3g}–{h['clean'][tag]['high']:.3g}); the adaptive label-only "
-            f"attack reaches {defences['label-only']['headline'][f'canary_tpr_{tag}']:.3g} on "
+            f"attack reaches {defences['label-only']['headline'][f'canary_tpr_at_fpr_{tag}']:.3g} on "
             f"{ctx['defences']['label-only']['worst']} canaries ({checks['heuristic_adaptive_ratio']:.3g}×)"
         )
     findings.append(
@@ -149,15 +139,19 @@ def section(
         + "; ".join(findings)
         + "."
     )
-    return ReportSection(
-        dataset=audit.dataset,
-        experiment=audit.experiment,
+    summary = annotate(
+        result.summary,
+        f"{len(facts['canary_types'])} canary types, one decision per each of {sizes['models']} models",
+        float(config.bounds.confidence),
+    )
+    return audit_section(
+        audit,
+        manifest,
         title=f"Sample-level privacy evaluation with canaries on {audit.dataset}",
         description=description,
-        headline=result.summary[int(ctx["headline_index"])],
-        rows=result.summary,
+        headline=summary[int(ctx["headline_index"])],
+        rows=summary,
         tables=tables,
         figures=figures,
-        scores=dict(SCORES),
-        timings={"train": manifest.seconds},
+        scores=SCORES,
     )

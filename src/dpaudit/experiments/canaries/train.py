@@ -70,7 +70,7 @@ def train(config: CanariesConfig, audit: Audit, out_dir: Path) -> TrainManifest:
     model = build_model(prepared.name, prepared.input_shape, prepared.num_classes, hidden)
     steps = steps_for(tp.epochs, tp.sampling_rate)
     defences = defences_for(list(tp.noise_multipliers), tp.utility_first_noise)
-    dp = [d for d in defences if d.kind == "dpsgd"]
+    dp = [d for d in defences if d.spec.private]
     seconds: dict[str, float] = {}
 
     t0 = time.perf_counter()
@@ -96,7 +96,7 @@ def train(config: CanariesConfig, audit: Audit, out_dir: Path) -> TrainManifest:
 
     mechanisms: dict[str, Mechanism] = {}
     for d in defences:
-        if d.kind == "dpsgd":
+        if d.spec.private:
             z = float(d.noise_multiplier or 0.0)
             mechanisms[d.name] = Mechanism.dpsgd(z, tp.sampling_rate, steps, tp.clip_norm)
         else:

@@ -35,7 +35,7 @@ from dpaudit.experiments.base import BoundsResult, TrainManifest, finite_number
 from dpaudit.experiments.identifiability.config import IdentifiabilityConfig
 from dpaudit.experiments.identifiability.design import CANDIDATES_FILE, manifest_settings
 from dpaudit.layout import Audit
-from dpaudit.report.spec import SummaryRow
+from dpaudit.results import SummaryRow
 
 #: The headline lower bound of every setting: the auditor's GDP-based estimator (Nasr et al. 2023).
 HEADLINE_ESTIMATOR = "gdp"

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from dpaudit.config import dataset_entry, from_mapping, require, section
 from dpaudit.experiments.modelling import ModelChoice
+from dpaudit.experiments.params import LevelParams, TrainingKnobs
 
 Sensitivity = Literal["global", "local"]
 Neighbours = Literal["bounded", "unbounded"]
@@ -68,7 +69,7 @@ class DatasetSettings:
 
 
 @dataclass(frozen=True)
-class TrainParams:
+class TrainParams(TrainingKnobs):
     """What shapes the trained models (identical for every dataset).
 
     ``trials`` is the number of trials per world: each setting trains ``2 * trials`` models,
@@ -89,7 +90,10 @@ class TrainParams:
     candidate_trials: int = 20
     chunk_size: int | None = None
 
+    NULL_MEANS: ClassVar[Mapping[str, str]] = {"delta": "1/|D|, Bernau §6", "chunk_size": "trainer chooses"}
+
     def __post_init__(self) -> None:
+        super().__post_init__()  # learning_rate, clip_norm, delta, chunk_size
         require(len(self.rho_beta) >= 1, "rho_beta", self.rho_beta, "must list at least one value")
         for rb in self.rho_beta:
             require(0.5 < rb < 1.0, "rho_beta", self.rho_beta, "every value must lie in (0.5, 1)")
@@ -114,9 +118,6 @@ class TrainParams:
             "bound choose a threshold on some trials of each world and count the rest",
         )
         require(1 <= self.epochs <= 1_000_000, "epochs", self.epochs, "must lie in [1, 10^6]")
-        require(self.learning_rate > 0, "learning_rate", self.learning_rate, "must be positive")
-        require(self.clip_norm > 0, "clip_norm", self.clip_norm, "must be positive")
-        require(self.delta is None or 0 < self.delta < 1, "delta", self.delta, "must be null or in (0, 1)")
         require(
             0.5 < self.reference_rho_beta < 1,
             "reference_rho_beta",
@@ -124,12 +125,6 @@ class TrainParams:
             "must lie in (0.5, 1)",
         )
         require(self.candidate_trials >= 0, "candidate_trials", self.candidate_trials, "must be >= 0")
-        require(
-            self.chunk_size is None or self.chunk_size >= 1,
-            "chunk_size",
-            self.chunk_size,
-            "must be null or >= 1",
-        )
 
 
 @dataclass(frozen=True)
@@ -138,14 +133,9 @@ class AttackParams:
 
 
 @dataclass(frozen=True)
-class BoundsParams:
+class BoundsParams(LevelParams):
     """Joint confidence of every ε lower bound (and two-sided level of every interval) the scores
     auditor reports (:func:`dpaudit.bounds.auditor.audit_scores`), and of Adv's interval."""
-
-    confidence: float = 0.95
-
-    def __post_init__(self) -> None:
-        require(0 < self.confidence < 1, "confidence", self.confidence, "must lie in (0, 1)")
 
 
 def _default_datasets() -> dict[str, DatasetSettings]:

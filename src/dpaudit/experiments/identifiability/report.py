@@ -14,7 +14,7 @@ from dpaudit.experiments.base import BoundsResult, TrainManifest
 from dpaudit.experiments.identifiability.bounds import HEADLINE_ESTIMATOR, SWEEPS, headline_label
 from dpaudit.experiments.identifiability.config import IdentifiabilityConfig
 from dpaudit.layout import Audit
-from dpaudit.report.spec import FigureSpec, ReportSection, TableSpec
+from dpaudit.results import AuditBlocks, ReportSection, TableSpec, annotate, audit_section
 
 # The three empirical ε′ of Bernau §5.3, by the column they are written under. (ii) and (iii) are
 # estimates, not bounds: the column names say so, and they are never drawn as lower bounds.
@@ -32,6 +32,7 @@ def section(
     config: IdentifiabilityConfig, audit: Audit, manifest: TrainManifest, result: BoundsResult
 ) -> ReportSection:
     """The audit's report section; the headline is ρβ = reference, local sensitivity, bounded."""
+    blocks = AuditBlocks(audit.name)
     metrics: dict[str, Any] = result.metrics
     reference = float(manifest.facts["reference_rho_beta"])
     confidence = float(result.context["confidence"])
@@ -148,13 +149,12 @@ def section(
             "them is a lower bound."
         ),
     )
-    rel = f"plots/{audit.name}"
     figures = [
-        FigureSpec(
-            id=f"{audit.name}-beliefs",
+        blocks.figure(
+            "beliefs",
             title="Final posterior beliefs in the true dataset",
             kind="histogram",
-            data=f"{rel}/beliefs.csv",
+            csv="beliefs.csv",
             x="belief",
             y=[],
             x_label="β_k",
@@ -163,11 +163,11 @@ def section(
             facet="rho_beta",
         ),
         *(
-            FigureSpec(
-                id=f"{audit.name}-eps-{name.removeprefix('epsilon_prime_').removesuffix('_estimate')}",
+            blocks.figure(
+                f"eps-{name.removeprefix('epsilon_prime_').removesuffix('_estimate')}",
                 title=f"ε′ from {source} vs target ε",
                 kind="line",
-                data=f"{rel}/epsilon.csv",
+                csv="epsilon.csv",
                 x="epsilon",
                 y=[name],
                 x_label="target ε",
@@ -178,11 +178,11 @@ def section(
             )
             for name, source in EPSILON_PRIME_SOURCES.items()
         ),
-        FigureSpec(
-            id=f"{audit.name}-lower-bounds",
+        blocks.figure(
+            "lower-bounds",
             title="Valid ε lower bounds of A_DI,Gau vs the PLD accountant's ε",
             kind="line",
-            data=f"{rel}/lower_bounds.csv",
+            csv="lower_bounds.csv",
             x="epsilon_pld",
             y=[f"epsilon_lower_{name}" for name in (HEADLINE_ESTIMATOR, *SWEEPS)],
             x_label="ε (PLD accountant, upper bound)",
@@ -196,11 +196,11 @@ def section(
                 "left out. On the diagonal a bound would be tight."
             ),
         ),
-        FigureSpec(
-            id=f"{audit.name}-adv",
+        blocks.figure(
+            "adv",
             title="Adv of A_DI,Gau and of loss-threshold MI vs ρα",
             kind="line",
-            data=f"{rel}/epsilon.csv",
+            csv="epsilon.csv",
             x="epsilon",
             y=["adv_di", "adv_mi", "rho_alpha", "rho_alpha_rdp"],
             x_label="target ε",
@@ -210,11 +210,11 @@ def section(
     ]
     if result.context.get("steps"):
         figures.append(
-            FigureSpec(
-                id=f"{audit.name}-ls-gs",
+            blocks.figure(
+                "ls-gs",
                 title=f"Local vs global sensitivity over epochs (ρβ = {reference:g})",
                 kind="line",
-                data=f"{rel}/sensitivity_steps.csv",
+                csv="sensitivity_steps.csv",
                 x="epoch",
                 y=["ls_mean", "ls_p05", "ls_p95", "gs"],
                 x_label="epoch",
@@ -224,11 +224,11 @@ def section(
         )
     if result.context.get("candidates"):
         figures.append(
-            FigureSpec(
-                id=f"{audit.name}-candidates",
+            blocks.figure(
+                "candidates",
                 title="LS_i for the top/bottom dataset-sensitivity candidates (cf. Bernau Fig. 4)",
                 kind="histogram",
-                data=f"{rel}/candidates.csv",
+                csv="candidates.csv",
                 x="ls",
                 y=[],
                 x_label="LS_i",
@@ -237,12 +237,15 @@ def section(
                 facet="neighbours",
             )
         )
-    summary = result.summary
+    trials = int(next(iter(ref_metrics.values()))["trials_per_world"])
+    summary = annotate(
+        result.summary, f"GDP bound and {len(SWEEPS)} threshold sweeps, {trials} trials/world", confidence
+    )
     headline_key = f"ρβ={reference:g} local-bounded"
     headline = next((r for r in summary if r.setting == headline_key), summary[0])
-    return ReportSection(
-        dataset=audit.dataset,
-        experiment="identifiability",
+    return audit_section(
+        audit,
+        manifest,
         title=f"Identifiability audit — {audit.dataset}",
         description=(
             "Full-batch DP-SGD on D or a neighbour D′ chosen by dataset sensitivity; noise from the "
@@ -256,6 +259,5 @@ def section(
         rows=summary,
         tables=[bounds_table, table2, params_table],
         figures=figures,
-        scores=dict(SCORES),
-        timings={"train": manifest.seconds},
+        scores=SCORES,
     )

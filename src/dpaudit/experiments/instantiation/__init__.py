@@ -2,9 +2,10 @@
 models of Table I, from API access to a malicious dataset, on the same DP-SGD, each with its ε lower
 bound beside the accountants' ε.
 
-Modules: :mod:`.config` (params), :mod:`.design` (cells, worlds, CP cap), :mod:`.design.threat_models`
-(crafters and distinguishers A–F), :mod:`.train`, :mod:`.losses`, :mod:`.attack`, :mod:`.bounds`
-(numbers) and :mod:`.report` (the section). Spec: ``../shared/specs/instantiation.md``.
+Modules: :mod:`.config` (params), :mod:`.design` (cells, worlds, CP cap), :mod:`.design.registry`
+(Table I: the six threat models as one table), :mod:`.design.crafters` and :mod:`.design.distinguishers`
+(what each threat model plays and scores), :mod:`.train`, :mod:`.losses`, :mod:`.attack`,
+:mod:`.bounds` (numbers) and :mod:`.report` (the section). Spec: ``../shared/specs/instantiation.md``.
 """
 
 from __future__ import annotations

@@ -23,13 +23,19 @@ from dpaudit.attacks.gradient_canary import compare_simulation_with_pld, simulat
 from dpaudit.experiments.base import TrainManifest
 from dpaudit.experiments.instantiation.config import InstantiationConfig
 from dpaudit.experiments.instantiation.design import SIMULATION, epsilon_key, manifest_cells
-from dpaudit.experiments.instantiation.design.threat_models import distinguisher2_statistics, distinguisher3
+from dpaudit.experiments.instantiation.design.distinguishers import (
+    distinguisher1_scores,
+    distinguisher2_statistics,
+    distinguisher3,
+)
+from dpaudit.experiments.instantiation.design.registry import REGISTRY
 from dpaudit.io import write_npz
 from dpaudit.layout import Audit
 
 
 def attack(config: InstantiationConfig, audit: Audit, manifest: TrainManifest, out_dir: Path) -> None:
-    """Scores per cell (``<cell>.npz``) and, with F, the simulation per ε (``simulation-eps<ε>.npz``)."""
+    """Scores per cell (``<cell>.npz``) and, with a ``simulated`` threat model (F), the simulation per ε
+    (``simulation-eps<ε>.npz``)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     q, steps = float(manifest.facts["sampling_rate"]), int(manifest.facts["steps"])
@@ -40,12 +46,13 @@ def attack(config: InstantiationConfig, audit: Audit, manifest: TrainManifest, o
         with np.load(audit.train_dir / f"{cell.file}.npz") as f:
             view = {k: f[k] for k in f.files}
         out: dict[str, np.ndarray] = {"inserted": view["inserted"]}
-        if cell.threat_model in ("A", "B"):
-            out["scores"] = -loss[f"{cell.file}__final_loss"]
-        elif cell.threat_model in ("C", "D"):
+        distinguisher = REGISTRY[cell.threat_model].distinguisher
+        if distinguisher == 1:
+            out["scores"] = distinguisher1_scores(loss[f"{cell.file}__final_loss"])
+        elif distinguisher == 2:
             for name, scores in distinguisher2_statistics(loss[f"{cell.file}__loss_path"]).items():
                 out[f"scores_{name}"] = scores
-        else:
+        else:  # Distinguisher 3
             lr, literal = distinguisher3(
                 view["dots"], view["canary_size"], sampling_rate=q, noise_std=cell.noise_multiplier * clip,
                 clip_norm=clip,
@@ -59,7 +66,7 @@ def attack(config: InstantiationConfig, audit: Audit, manifest: TrainManifest, o
             out["step_sum_squares"] = np.square(view["dots"]).sum(axis=1)
             out["steps_observed"] = np.asarray(view["dots"].shape[1])
         write_npz(out_dir / f"{cell.file}.npz", out)
-    if "F" in manifest.facts["threat_models"]:
+    if any(REGISTRY[name].simulated for name in manifest.facts["threat_models"]):
         ap = config.attack
         for i, eps in enumerate(manifest.facts["target_epsilons"]):
             key = epsilon_key(eps)

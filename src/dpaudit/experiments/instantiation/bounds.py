@@ -45,11 +45,11 @@ import numpy as np
 import pandas as pd
 
 from dpaudit.bounds.accountants import epsilons_for_event
-from dpaudit.bounds.auditor import ScoresAudit, audit_scores
+from dpaudit.bounds.auditor import ScoresAudit, _level_tag, audit_scores
 from dpaudit.bounds.empirical import epsilon_lower_from_scores
 from dpaudit.bounds.stepwise import StepMoments, StepwiseBound, stepwise_family_bound
 from dpaudit.bounds.tradeoff import SubsampledGaussian
-from dpaudit.experiments.base import BoundsResult, TrainManifest, finite_number
+from dpaudit.experiments.base import FAMILY_ASSUMES, BoundsResult, TrainManifest, finite_number
 from dpaudit.experiments.instantiation.config import InstantiationConfig
 from dpaudit.experiments.instantiation.design import (
     NAMES,
@@ -59,9 +59,13 @@ from dpaudit.experiments.instantiation.design import (
     epsilon_key,
     manifest_cells,
 )
+from dpaudit.experiments.instantiation.design.registry import ORDER, REGISTRY
+from dpaudit.experiments.instantiation.design.registry import strongest as strongest_of
 from dpaudit.layout import Audit
-from dpaudit.report.spec import SummaryRow
+from dpaudit.results import SummaryRow
 
+#: The metrics group of the simulated distinguisher (``F_simulation``).
+SIMULATION_METRICS = next(f"{k}_{SIMULATION}" for k, tm in REGISTRY.items() if tm.simulated)
 SCORES = {"epsilon_lower_ratio": "ε_LB / ε_PLD (strongest threat model)"}
 
 #: Grid of the optimistic PLD that turns z_UB into ε for the family bounds
@@ -113,7 +117,7 @@ def _bounds_of(
         family_key: lb["subsampled_gaussian"].epsilon,
         "epsilon_estimate_naive": lb["sweep_naive"].epsilon,
         "auroc": audit.auroc[0],
-        "tpr_at_fpr_1pct": audit.tpr_at_fpr[0.01][0],
+        "tpr_at_fpr_0p01": audit.tpr_at_fpr[0.01][0],
     }
 
 
@@ -131,7 +135,7 @@ def _keep_best(
             best[key] = found[key]
             if key == chosen_by:
                 best[choice_key] = choice
-                for k in ("epsilon_estimate_naive", "auroc", "tpr_at_fpr_1pct"):
+                for k in ("epsilon_estimate_naive", "auroc", "tpr_at_fpr_0p01"):
                     best[k] = found[k]
 
 
@@ -159,7 +163,8 @@ def audit_cell(
 ) -> dict[str, float]:  # fmt: skip
     """The bounds of one cell (see the module docstring for the selections it accounts for)."""
     inserted = attack["inserted"]
-    if cell.threat_model in ("C", "D"):
+    tm = REGISTRY[cell.threat_model]
+    if tm.distinguisher == 2:
         best: dict[str, float] = {}
         weighted = zip(DISTINGUISHER2_STATISTICS, DISTINGUISHER2_SHARES, strict=True)
         for index, (name, share) in enumerate(weighted):
@@ -171,7 +176,7 @@ def audit_cell(
             _keep_best(best, found, name, "statistic_index", float(index))
         best["counted_per_world"] = float(np.sum(inserted == 1))
         return best
-    if cell.threat_model in ("E", "F"):
+    if tm.distinguisher == 3:
         # The canary is present in the steps each trial observes (E: the T − t_o after warm-up).
         observed = family(mechanism.sampling_rate, int(attack["steps_observed"]))
         sizes = attack["canary_size"]
@@ -203,7 +208,7 @@ def audit_cell(
                 observed, delta=delta, confidence=confidence, known_baseline=0.0 if zero_baseline else None,
             ))  # fmt: skip
 
-        if cell.threat_model == "F":
+        if tm.frozen_model:
             zero_mass = float(attack.get("data_mass_at_canary", np.nan)) == 0.0
             best.update(per_step(np.ones(len(inserted), dtype=bool), zero_baseline=zero_mass))
             best["family_known_baseline"] = float(zero_mass)
@@ -254,8 +259,8 @@ def audit_simulation(audit: Audit, key: str, delta: float, confidence: float, se
     out["cp_cap"] = cp_cap(int(sim["scores_d"].size), delta, confidence)
     out["pld_max_abs_z"] = float(np.max(np.abs(sim["z_score"])))
     for fpr, mc, pld in zip(sim["fpr"], sim["tpr_mc"], sim["tpr_pld"], strict=True):
-        out[f"tpr_mc_at_fpr_{fpr:g}"] = float(mc)
-        out[f"tpr_pld_at_fpr_{fpr:g}"] = float(pld)
+        out[f"tpr_mc_at_fpr_{_level_tag(float(fpr))}"] = float(mc)
+        out[f"tpr_pld_at_fpr_{_level_tag(float(fpr))}"] = float(pld)
     return out
 
 
@@ -285,7 +290,7 @@ def bounds(config: InstantiationConfig, audit: Audit, manifest: TrainManifest) -
         found = audit_cell(cell, attack, delta, confidence, selection, mechanism, seed)
         upper = upper_of[cell.setting]
         per_world = int(np.sum(attack["inserted"] == 1))
-        if cell.threat_model == "E":
+        if "canary_size" in attack:  # N trials per world for each canary size (E's G sizes; F's one)
             per_world = per_world // max(1, len(np.unique(attack["canary_size"])))
         seconds = float(timings["seconds"].get(cell.file, 0.0))
         entry = {
@@ -319,7 +324,7 @@ def bounds(config: InstantiationConfig, audit: Audit, manifest: TrainManifest) -
         sim["ratio_family"] = sim["epsilon_lower_family"] / pld
         sim["ratio_family_threshold"] = sim["epsilon_lower_family_threshold"] / pld
         sim["ratio_sweep"] = sim["epsilon_lower_sweep"] / pld
-        metrics.setdefault("F_simulation", {})[key] = {k: finite_number(v) for k, v in sim.items()}
+        metrics.setdefault(SIMULATION_METRICS, {})[key] = {k: finite_number(v) for k, v in sim.items()}
         sim_rows.append({"epsilon_target": eps, **sim})
     frame = pd.DataFrame(rows)
     valid_cols = [
@@ -341,14 +346,17 @@ def bounds(config: InstantiationConfig, audit: Audit, manifest: TrainManifest) -
     plots = {"epsilon.csv": epsilon_plot, "fig9.csv": fig9}
     if sim_rows:
         plots["simulation.csv"] = pd.DataFrame(sim_rows)
-    strongest = max(manifest.facts["threat_models"], key=lambda t: "ABCDEF".index(t))
+    strongest = strongest_of(manifest.facts["threat_models"])
     # Utility is that of models trained on the real data (A–E): F's model trains on a crafted,
     # random-looking dataset, so its accuracy says nothing about the audited training.
-    real_data = next((t for t in "ABCDE" if t in manifest.facts["threat_models"]), None)
+    real_data = next(
+        (t for t in ORDER if REGISTRY[t].trains_on_real_data and t in manifest.facts["threat_models"]), None
+    )
     summary = []
     for eps in targets:
         key = epsilon_key(eps)
         m = metrics[strongest][key]
+        every_step = REGISTRY[strongest].frozen_model or bool(m.get("inert_trials_per_world"))
         summary.append(
             SummaryRow(
                 setting=f"ε={eps:g} (z={m['noise_multiplier']:.3g}), strongest: {strongest}",
@@ -356,11 +364,12 @@ def bounds(config: InstantiationConfig, audit: Audit, manifest: TrainManifest) -
                 epsilon_lower=m["epsilon_lower_family"],
                 epsilon_lower_estimator=(
                     f"{strongest} {NAMES[strongest]}: subsampled-Gaussian family bound"
-                    f"{' from every step' if strongest == 'F' or m.get('inert_trials_per_world') else ''}, "
+                    f"{' from every step' if every_step else ''}, "
                     f"{confidence:.0%} joint (sweep: {m['epsilon_lower_sweep']:.3g})"
                 ),
                 scores={"epsilon_lower_ratio": m["ratio_family"]},
                 utility_name="test accuracy" if real_data else None,
+                epsilon_lower_assumes=FAMILY_ASSUMES,
                 utility=metrics[real_data][key]["test_accuracy"] if real_data else None,
             )
         )

@@ -25,20 +25,24 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from dpaudit.config import dataset_entry, from_mapping, require, section
+from dpaudit.experiments.instantiation.design.registry import ORDER, REGISTRY
+from dpaudit.experiments.params import LevelParams, TrainingKnobs
 
 if TYPE_CHECKING:
     from dpaudit.data.custom import DatasetSize
 
-ThreatModel = Literal["A", "B", "C", "D", "E", "F"]
-THREAT_MODELS: tuple[str, ...] = ("A", "B", "C", "D", "E", "F")
+#: The keys of Table I's threat models (:mod:`.design.registry`), weakest first.
+THREAT_MODELS: tuple[str, ...] = ORDER
+#: Their params.yaml spelling, checked item by item (``Literal`` over the registry's keys).
+ThreatModel = Literal[ORDER]  # type: ignore[valid-type]
 Accountant = Literal["rdp", "pld"]
 
 
 @dataclass(frozen=True)
-class TrainParams:
+class TrainParams(TrainingKnobs):
     """What shapes the trained models and the crafted inputs (shared by all datasets)."""
 
     seed: int = 0
@@ -66,7 +70,10 @@ class TrainParams:
     malicious_canary_size: int = 2  # F: 2n of its canary
     chunk_size: int | None = None
 
+    NULL_MEANS: ClassVar[Mapping[str, str]] = {"chunk_size": "the trainer chooses"}
+
     def __post_init__(self) -> None:
+        super().__post_init__()  # delta, sampling_rate, clip_norm, chunk_size
         require(self.trials_per_world >= 10, "trials_per_world", self.trials_per_world, "must be >= 10")
         require(
             len(self.target_epsilons) >= 1 and all(e > 0 for e in self.target_epsilons),
@@ -74,10 +81,7 @@ class TrainParams:
             list(self.target_epsilons),
             "must list at least one ε > 0",
         )
-        require(0 < self.delta < 1, "delta", self.delta, "must lie in (0, 1)")
-        require(0 < self.sampling_rate <= 1, "sampling_rate", self.sampling_rate, "must lie in (0, 1]")
         require(2 <= self.steps <= 100_000, "steps", self.steps, "must lie in 2..100000")
-        require(self.clip_norm > 0, "clip_norm", self.clip_norm, "must be > 0")
         require(
             len(self.threat_models) >= 1 and len(set(self.threat_models)) == len(self.threat_models),
             "threat_models",
@@ -118,9 +122,6 @@ class TrainParams:
             "malicious_canary_size",
             self.malicious_canary_size,
             "must be an even size 2n >= 2 (Crafter 4 sets n coordinates to +C and n to −C)",
-        )
-        require(
-            self.chunk_size is None or self.chunk_size >= 1, "chunk_size", self.chunk_size, "null or >= 1"
         )
 
     @property
@@ -181,15 +182,14 @@ class AttackParams:
 
 
 @dataclass(frozen=True)
-class BoundsParams:
+class BoundsParams(LevelParams):
     """Joint confidence of every bound, the sweep's threshold selection, the Fig. 9 ε."""
 
-    confidence: float = 0.95
     selection: Literal["split", "bonferroni"] = "bonferroni"
     figure_epsilon: float = 2.0
 
     def __post_init__(self) -> None:
-        require(0 < self.confidence < 1, "confidence", self.confidence, "must lie in (0, 1)")
+        super().__post_init__()
         require(self.figure_epsilon > 0, "figure_epsilon", self.figure_epsilon, "must be > 0")
 
 
@@ -233,16 +233,17 @@ def check_limits(config: InstantiationConfig, dataset: str, size: DatasetSize) -
     )
     model = build_model(dataset, size.input_shape, size.num_classes, settings.hidden)
     tp = config.train
+    size_keys = {REGISTRY[name].canary_size_key for name in tp.threat_models}
     too_big = [s for s in tp.canary_sizes if s > model.num_params]
     require(
-        not too_big or "E" not in tp.threat_models,
+        not too_big or "canary_sizes" not in size_keys,
         "instantiation.train.canary_sizes",
         list(tp.canary_sizes),
         f"every size must be at most the model's parameter count, {model.num_params} on {dataset} "
         f"(Crafter 4 sets 2n distinct coordinates); {too_big} do not fit",
     )
     require(
-        tp.malicious_canary_size <= model.num_params or "F" not in tp.threat_models,
+        tp.malicious_canary_size <= model.num_params or "malicious_canary_size" not in size_keys,
         "instantiation.train.malicious_canary_size",
         tp.malicious_canary_size,
         f"must be at most the model's parameter count, {model.num_params} on {dataset}",

@@ -11,30 +11,30 @@ from dpaudit.experiments.instantiation.bounds import SCORES
 from dpaudit.experiments.instantiation.config import InstantiationConfig
 from dpaudit.experiments.instantiation.design import NAMES, cell_file, epsilon_key
 from dpaudit.layout import Audit
-from dpaudit.report.spec import FigureSpec, ReportSection, TableSpec
-
-
-def _fmt(value: float) -> float | str:
-    if math.isinf(value) or value >= 1e300:
-        return "∞"
-    return float(f"{value:.3g}")
+from dpaudit.results import (
+    AuditBlocks,
+    ReportSection,
+    annotate,
+    audit_section,
+    short_number,
+)
 
 
 def section(
     config: InstantiationConfig, audit: Audit, manifest: TrainManifest, result: BoundsResult
 ) -> ReportSection:
     """The audit's section from the bounds stage's numbers."""
+    blocks = AuditBlocks(audit.name)
     ctx = result.context
-    base = f"plots/{audit.name}"
     fig_eps = float(ctx["figure_epsilon"])
     pld = manifest.mechanisms[epsilon_key(fig_eps)]
     fig_pld = result.metrics[manifest.facts["threat_models"][0]][epsilon_key(fig_eps)]["epsilon_pld"]
     figures = [
-        FigureSpec(
-            id=f"{audit.name}-epsilon",
+        blocks.figure(
+            "epsilon",
             title="ε lower bound against the target ε, per threat model (Nasr et al. Table I)",
             kind="line",
-            data=f"{base}/epsilon.csv",
+            csv="epsilon.csv",
             x="epsilon_target",
             y=["epsilon_lower_sweep", "epsilon_lower_family", "epsilon_pld", "cp_cap"],
             x_label="target ε (RDP calibration)",
@@ -49,11 +49,11 @@ def section(
                 "Clopper–Pearson cap of the trial count. The diagonal is the target ε."
             ),
         ),
-        FigureSpec(
-            id=f"{audit.name}-fig9",
+        blocks.figure(
+            "fig9",
             title=f"All threat models at ε = {fig_eps:g} (Nasr et al. Fig. 9)",
             kind="bar",
-            data=f"{base}/fig9.csv",
+            csv="fig9.csv",
             x="threat_model",
             y=["epsilon_lower_sweep", "epsilon_lower_family"],
             x_label="threat model",
@@ -70,15 +70,16 @@ def section(
         for eps in manifest.facts["target_epsilons"]:
             m = result.metrics[tm][epsilon_key(eps)]
             table_rows.append([
-                f"{tm}: {NAMES[tm]}", eps, _fmt(m["noise_multiplier"]), _fmt(m["epsilon_pld"]),
-                _fmt(m["epsilon_lower_sweep"]), _fmt(m["epsilon_lower_family"]),
-                _fmt(m["epsilon_estimate_naive"]), _fmt(m["cp_cap"]), _fmt(m["ratio_family"]),
-                _fmt(m["test_accuracy"]), int(m["trials_per_world"]),
-                _fmt(result.context["trials_per_second"].get(cell_file(tm, eps), 0.0)),
+                f"{tm}: {NAMES[tm]}", eps,
+                *(short_number(m[k]) for k in ("noise_multiplier", "epsilon_pld", "epsilon_lower_sweep",
+                                               "epsilon_lower_family", "epsilon_estimate_naive", "cp_cap",
+                                               "ratio_family", "test_accuracy")),
+                int(m["trials_per_world"]),
+                short_number(result.context["trials_per_second"].get(cell_file(tm, eps), 0.0)),
             ])  # fmt: skip
     tables = [
-        TableSpec(
-            id=f"{audit.name}-cells",
+        blocks.table(
+            "cells",
             title="Every threat model and target ε",
             columns=columns,
             rows=table_rows,
@@ -98,11 +99,11 @@ def section(
     ]
     if "simulation.csv" in result.plots:
         figures.append(
-            FigureSpec(
-                id=f"{audit.name}-simulation",
+            blocks.figure(
+                "simulation",
                 title="F idealised: Monte Carlo TPR against the PLD oracle",
                 kind="scatter",
-                data=f"{base}/simulation.csv",
+                csv="simulation.csv",
                 x="epsilon_target",
                 y=["ratio_family", "ratio_family_threshold", "ratio_sweep", "pld_max_abs_z"],
                 x_label="target ε",
@@ -125,18 +126,23 @@ def section(
         f"{1 - float(ctx['confidence']):.0%}). "
         f"The summary rows carry the strongest threat model ({ctx['strongest']})."
     )
-    return ReportSection(
-        dataset=audit.dataset,
-        experiment=audit.experiment,
+    summary = annotate(
+        result.summary,
+        f"sweep and family bound, {len(manifest.facts['threat_models'])} threat models, "
+        f"{manifest.sizes['trials_per_world']} trials/world",
+        float(ctx["confidence"]),
+    )
+    return audit_section(
+        audit,
+        manifest,
         title=f"Adversary instantiation (Nasr et al.) on {audit.dataset}",
         description=description,
         headline=min(
-            result.summary,
+            summary,
             key=lambda r: abs(math.log(float(r.setting.split("=")[1].split(" ")[0]) / fig_eps)),
         ),  # fmt: skip
-        rows=result.summary,
+        rows=summary,
         tables=tables,
         figures=figures,
-        scores=dict(SCORES),
-        timings={"train": manifest.seconds},
+        scores=SCORES,
     )

@@ -21,13 +21,14 @@ from dpaudit.data.prepared import PreparedData
 from dpaudit.experiments.base import Mechanism, TrainManifest
 from dpaudit.experiments.game import setting_seed
 from dpaudit.experiments.instantiation.config import InstantiationConfig
-from dpaudit.experiments.instantiation.design import balanced_inserted, cell_file, epsilon_key
+from dpaudit.experiments.instantiation.design import cell_file, epsilon_key
+from dpaudit.experiments.instantiation.design.registry import REGISTRY, THREAT_MODELS, Play
 from dpaudit.experiments.modelling import build_model
 from dpaudit.io import write_json, write_npz
 from dpaudit.layout import Audit
 
 if TYPE_CHECKING:
-    from dpaudit.experiments.instantiation.design.threat_models import Game
+    from dpaudit.experiments.instantiation.design.game import Game
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +63,8 @@ def resize_train_set(
 
 
 def build_game(config: InstantiationConfig, audit: Audit) -> Game:
-    """The shared :class:`~.design.threat_models.Game` of a dataset: model, D, pool, eval rows, range."""
-    from dpaudit.experiments.instantiation.design.threat_models import Game
+    """The shared :class:`~.design.game.Game` of a dataset: model, D, pool, eval rows, range."""
+    from dpaudit.experiments.instantiation.design.game import Game
 
     prepared = PreparedData.load(audit.prepared_path)
     settings = config.dataset(audit.dataset)
@@ -102,7 +103,10 @@ def cell_seed(seed: int, dataset: str, cell: str, epsilon: float) -> int:
 
 def train(config: InstantiationConfig, audit: Audit, out_dir: Path) -> TrainManifest:
     """Play every cell; write per-cell views, the poisons and the timings; return the manifest."""
-    from dpaudit.experiments.instantiation.design import threat_models as tm
+    from dpaudit.experiments.instantiation.design.crafters.poison import (
+        craft_static_poison,
+        train_shadow_models,
+    )
 
     started = time.perf_counter()
     tp = config.train
@@ -117,61 +121,32 @@ def train(config: InstantiationConfig, audit: Audit, out_dir: Path) -> TrainMani
         key = epsilon_key(eps)
         mechanisms[key] = Mechanism.dpsgd(z, tp.sampling_rate, tp.steps, tp.clip_norm)
         poison: tuple[np.ndarray, int] | None = None
-        if {"B", "C", "D"} & set(tp.threat_models):
+        if any(REGISTRY[name].uses_poison for name in tp.threat_models):
             t0 = time.perf_counter()
             shadow_seed = cell_seed(tp.seed, audit.dataset, "shadows", eps)
-            shadows, unused = tm.train_shadow_models(game, z, tp.shadow_models, shadow_seed)
+            shadows, unused = train_shadow_models(game, z, tp.shadow_models, shadow_seed)
             start_seed = cell_seed(tp.seed, audit.dataset, "poison-start", eps)
             start = int(np.random.default_rng([start_seed]).choice(unused))
             x0, y0 = game.X_pool[start], int(game.y_pool[start])
-            x, history = tm.craft_static_poison(
+            x, history = craft_static_poison(
                 game.model, shadows, x0, y0, game.lo, game.hi, tp.craft_steps, tp.craft_step_size
             )
             poison = (x, y0)
             write_npz(out_dir / POISON_FILE.format(key=key), {"x0": x0, "x": x, "y": y0, "history": history})
             timings[f"crafter2-{key}"] = time.perf_counter() - t0
-        done_bc = False
+        played: set[str] = set()
         for name in tp.threat_models:
-            # B and C share their trials, so they share a seed.
-            seed = cell_seed(tp.seed, audit.dataset, "B" if name == "C" else name, eps)
-            inserted = balanced_inserted(tp.trials_per_world, [seed, 1])
+            tm = REGISTRY[name]
+            # Threat models that share their trials (C sees every θ_i of B's trials, B only θ_T) play
+            # them once, with one seed, and each writes that view.
+            if tm.trials_key in played:
+                continue
+            played.add(tm.trials_key)
+            seed = cell_seed(tp.seed, audit.dataset, tm.trials_key, eps)
             t0 = time.perf_counter()
-            if name == "A":
-                view = tm.play_api_access(game, z, inserted, seed, fresh=tp.fresh_record)
-            elif name in ("B", "C"):
-                if done_bc:  # B and C share their trials: C sees every θ_i, B only θ_T
-                    continue
-                assert poison is not None
-                view = tm.play_static_poison(game, z, inserted, seed, poison[0], poison[1])
-                done_bc = True
-            elif name == "D":
-                assert poison is not None
-                view = tm.play_adaptive_poison(
-                    game, z, inserted, seed, poison[0], poison[1],
-                    steps=tp.adaptive_steps, step_size=tp.adaptive_step_size,
-                    virtual_learning_rate=tp.virtual_learning_rate, start=tp.adaptive_start,
-                )  # fmt: skip
-            elif name == "E":
-                sizes = np.asarray(tp.canary_sizes)
-                inserted = np.concatenate(
-                    [
-                        balanced_inserted(tp.trials_per_world, [seed, 1, int(size)])
-                        for size in sizes
-                    ]
-                )
-                size_of = np.repeat(sizes, 2 * tp.trials_per_world)
-                view = tm.play_gradient_canary(
-                    game, z, inserted, size_of, seed, tp.warmup_steps, placement=tp.canary_placement
-                )
-            else:  # F
-                inserted = balanced_inserted(tp.malicious_trials_per_world, [seed, 1])
-                view = tm.play_malicious_dataset(
-                    game, z, inserted, seed,
-                    dataset_size=tp.malicious_size, canary_size=tp.malicious_canary_size,
-                )  # fmt: skip
+            view = tm.play(Play(game, z, seed, tp, poison))
             seconds = time.perf_counter() - t0
-            files = ["B", "C"] if name in ("B", "C") else [name]
-            for f in files:
+            for f in (t.key for t in THREAT_MODELS if t.trials_key == tm.trials_key):
                 if f in tp.threat_models:
                     write_npz(out_dir / f"{cell_file(f, eps)}.npz", view)
                     timings[cell_file(f, eps)] = seconds

@@ -41,9 +41,9 @@ from dpaudit.bounds.accountants import epsilons_for_event
 from dpaudit.bounds.auditor import audit_scores
 from dpaudit.experiments.base import BoundsResult, TrainManifest
 from dpaudit.experiments.membership.config import MembershipConfig
-from dpaudit.experiments.membership.design import ATTACK_FILE, Strategy, manifest_strategies
+from dpaudit.experiments.membership.design import ATTACK_FILE, STRATEGY_KINDS, Strategy, manifest_strategies
 from dpaudit.layout import Audit
-from dpaudit.report.spec import SummaryRow
+from dpaudit.results import SummaryRow
 
 ACCOUNTANT_ORDER = ("naive", "advanced", "rdp", "pld")
 PER_MODEL_FIELDS = (
@@ -147,7 +147,7 @@ def strategy_epsilons(strategy: Strategy, manifest: TrainManifest) -> dict[str, 
 
     Empty for non-DP strategies (their ε is ∞; the report says so rather than a metric).
     """
-    if strategy.kind != "dp":
+    if not strategy.spec.private:
         return {}
     return epsilons_for_event(manifest.mechanisms[strategy.name].dp_event(), manifest.delta)
 
@@ -330,7 +330,8 @@ def bounds(config: MembershipConfig, audit: Audit, manifest: TrainManifest) -> B
         "strategies": metrics_strategies,
     }
 
-    dp = frame[frame["kind"] == "dp"].sort_values("noise_multiplier")
+    private = frame["kind"].map(lambda kind: STRATEGY_KINDS[kind].private).astype(bool)
+    dp = frame[private].sort_values("noise_multiplier")
     # The region of privacy: valid lower bounds on the mechanism and the accountants, nothing else.
     region_cols = [
         "strategy",

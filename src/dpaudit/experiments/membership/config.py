@@ -19,10 +19,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from dpaudit.config import dataset_entry, from_mapping, require, section
 from dpaudit.experiments.modelling import ModelChoice
+from dpaudit.experiments.params import TrainingKnobs, check_confidence
 
 Accountant = Literal["rdp", "pld", "naive", "advanced"]
 StrategyKind = Literal["dp", "nondp", "xgboost"]
@@ -72,7 +73,7 @@ SplitSizes = DatasetSettings
 
 
 @dataclass(frozen=True)
-class DPSGDParams:
+class DPSGDParams(TrainingKnobs):
     """Minibatch DP-SGD: each member joins each step's batch with probability q (Poisson sampling)."""
 
     sampling_rate: float = 0.1
@@ -84,11 +85,9 @@ class DPSGDParams:
     calibration_accountant: Accountant = "rdp"
 
     def __post_init__(self) -> None:
-        require(0 < self.sampling_rate <= 1, "sampling_rate", self.sampling_rate, "must lie in (0, 1]")
+        super().__post_init__()  # sampling_rate, clip_norm, learning_rate
         require(self.epochs > 0, "epochs", self.epochs, "must be > 0")
         _require_steps(self.sampling_rate, self.epochs, "sampling_rate")
-        require(self.clip_norm > 0, "clip_norm", self.clip_norm, "must be > 0")
-        require(self.learning_rate > 0, "learning_rate", self.learning_rate, "must be > 0")
         require(
             all(z > 0 for z in self.noise_multipliers),
             "noise_multipliers",
@@ -104,7 +103,7 @@ class DPSGDParams:
 
 
 @dataclass(frozen=True)
-class BaselineParams:
+class BaselineParams(TrainingKnobs):
     """Non-DP SGD (no clipping, no noise) for several epoch counts: more epochs, more overfitting."""
 
     epochs: tuple[float, ...] = (2.0, 10.0, 50.0, 200.0)
@@ -112,16 +111,18 @@ class BaselineParams:
     learning_rate: float = 1.0
 
     def __post_init__(self) -> None:
+        super().__post_init__()  # sampling_rate, learning_rate
         require(all(e > 0 for e in self.epochs), "epochs", list(self.epochs), "must be > 0")
-        require(0 < self.sampling_rate <= 1, "sampling_rate", self.sampling_rate, "must lie in (0, 1]")
         for e in self.epochs:
             _require_steps(self.sampling_rate, e, "sampling_rate")
-        require(self.learning_rate > 0, "learning_rate", self.learning_rate, "must be > 0")
 
 
 @dataclass(frozen=True)
 class XGBoostParams:
-    """Deterministic gradient-boosted trees (Epsilon* applies to them; DP bounds do not)."""
+    """Deterministic gradient-boosted trees (Epsilon* applies to them; DP bounds do not).
+
+    Not a :class:`~dpaudit.experiments.params.TrainingKnobs`: its ``learning_rate`` is XGBoost's
+    shrinkage of each tree, not an SGD step size."""
 
     enabled: bool = True
     n_estimators: int = 100
@@ -135,7 +136,7 @@ class XGBoostParams:
 
 
 @dataclass(frozen=True)
-class TrainParams:
+class TrainParams(TrainingKnobs):
     """What shapes the trained models (identical for every dataset)."""
 
     seed: int = 0
@@ -145,14 +146,11 @@ class TrainParams:
     baselines: BaselineParams = field(default_factory=BaselineParams)
     xgboost: XGBoostParams = field(default_factory=XGBoostParams)
 
+    NULL_MEANS: ClassVar[Mapping[str, str]] = {"delta": "1/(n ln n)"}
+
     def __post_init__(self) -> None:
+        super().__post_init__()  # delta
         require(self.repeats >= 1, "repeats", self.repeats, "must be >= 1")
-        require(
-            self.delta is None or 0 < self.delta < 1,
-            "delta",
-            self.delta,
-            "must be null (1/(n ln n)) or lie in (0, 1)",
-        )
 
 
 @dataclass(frozen=True)
@@ -168,7 +166,7 @@ class AttackParams:
 
     def __post_init__(self) -> None:
         require(0 < self.fpr < 1, "fpr", self.fpr, "must lie in (0, 1)")
-        require(0 < self.confidence < 1, "confidence", self.confidence, "must lie in (0, 1)")
+        check_confidence(self.confidence)
         require(
             self.epsilon_star_bootstrap >= 10,
             "epsilon_star_bootstrap",

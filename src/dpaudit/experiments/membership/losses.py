@@ -55,7 +55,7 @@ def losses(config: MembershipConfig, audit: Audit, manifest: TrainManifest, out_
     y_eval = y_rows[eval_slice]
 
     logits_of: dict[tuple[str, int], np.ndarray] = {}
-    groups = sorted({s.group for s in strategies if s.kind != "xgboost"})
+    groups = sorted({s.group for s in strategies if s.spec.neural})
     if groups:
         model = build_model(
             prepared.name, prepared.input_shape, prepared.num_classes, manifest.facts["hidden"],
@@ -66,9 +66,11 @@ def losses(config: MembershipConfig, audit: Audit, manifest: TrainManifest, out_
             logits = neural_logits(model, params, X_rows)
             for t, (name, r) in enumerate(zip(trial_strategy, trial_repeat, strict=True)):
                 logits_of[(name, r)] = logits[t]
-    if any(s.kind == "xgboost" for s in strategies):
-        for r in range(repeats):
-            logits_of[("xgboost", r)] = xgboost_logits(
+    for s in strategies:
+        if s.spec.neural:
+            continue
+        for r in range(repeats):  # the one learner that is not the network: XGBoost
+            logits_of[(s.name, r)] = xgboost_logits(
                 audit.train_dir / f"xgboost-r{r}.ubj", X_rows, prepared.num_classes
             )
 

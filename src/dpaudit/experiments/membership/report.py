@@ -21,7 +21,15 @@ from dpaudit.experiments.membership.bounds import ACCOUNTANT_ORDER, ONE_RUN_ASSU
 from dpaudit.experiments.membership.config import MembershipConfig
 from dpaudit.experiments.membership.design import Strategy, manifest_strategies
 from dpaudit.layout import Audit
-from dpaudit.report.spec import FigureSpec, ReportSection, TableSpec
+from dpaudit.results import (
+    AuditBlocks,
+    ReportSection,
+    annotate,
+    audit_section,
+    interval,
+    percent,
+    short_number,
+)
 
 #: Headline score of this experiment: Negoescu et al.'s Epsilon* (Def. 2), beside its null level:
 #: the 95th percentile of Epsilon* over label permutations of the same losses (identical distributions).
@@ -39,14 +47,6 @@ def headline_index(strategies: list[Strategy], target: float) -> int:
     return dp[0] if dp else 0
 
 
-def _fmt(value: float) -> float | str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "–"
-    if math.isinf(value):
-        return "∞"
-    return float(f"{value:.3g}")
-
-
 def _above_null(share: float, repeats: int) -> str:
     """'yes' / 'no (within the null level)' / 'k of R models' from the mean of the 0/1 flags."""
     if share is None or (isinstance(share, float) and math.isnan(share)):
@@ -62,6 +62,7 @@ def section(
     config: MembershipConfig, audit: Audit, manifest: TrainManifest, result: BoundsResult
 ) -> ReportSection:
     """The audit's report section from the bounds stage's numbers."""
+    blocks = AuditBlocks(audit.name)
     ctx = result.context
     strategies = manifest_strategies(manifest)
     frame = pd.DataFrame(ctx["frame"])
@@ -69,17 +70,21 @@ def section(
     checks: dict[str, int] = ctx["checks"]
     utility_name = str(ctx["utility_name"])
     delta = manifest.delta
-    rows = result.summary
-    fpr_pct = f"{100 * float(ctx['fpr']):g}%"
-    base = f"plots/{audit.name}"
-    confidence = float(ctx.get("confidence", 0.95))
     repeats = int(manifest.sizes["repeats"])
+    candidates = int(manifest.sizes["members"]) + int(manifest.sizes["nonmembers"])
+    rows = annotate(
+        result.summary,
+        f"one-run audit, ~{candidates} candidates' losses, least of {repeats} models",
+        float(ctx.get("confidence", 0.95)),
+    )
+    fpr_pct = percent(float(ctx["fpr"]))
+    confidence = float(ctx.get("confidence", 0.95))
     figures = [
-        FigureSpec(
-            id=f"{audit.name}-region",
+        blocks.figure(
+            "region",
             title="Region of privacy: valid attack lower bound vs. accountants' upper bounds",
             kind="line",
-            data=f"{base}/region.csv",
+            csv="region.csv",
             x="noise_multiplier",
             y=["epsilon_lower_one_run", *(f"epsilon_{a}" for a in ACCOUNTANT_ORDER)],
             x_label="noise multiplier z",
@@ -93,11 +98,11 @@ def section(
                 "repeats. Zero lower bounds are not drawn on the log axis. Estimates are not drawn here."
             ),
         ),
-        FigureSpec(
-            id=f"{audit.name}-estimates",
+        blocks.figure(
+            "estimates",
             title="Estimates and per-model statistics (not bounds on the mechanism) vs. RDP ε",
             kind="line",
-            data=f"{base}/estimates.csv",
+            csv="estimates.csv",
             x="noise_multiplier",
             y=[
                 "epsilon_per_model_test",
@@ -111,19 +116,19 @@ def section(
             x_log=True,
             y_log=True,
             caption=(
-                "None of these is a lower bound on the DP mechanism's ε. epsilon_per_model_test is a "
+                "None of these is a lower bound on the DP mechanism's ε. ε (per model test) is a "
                 "Clopper–Pearson test statistic on one model's member / non-member split; "
-                "epsilon_naive_estimate picks its threshold on the data it scores; Epsilon* scores the "
-                "trained model (Negoescu et al.) and epsilon_star_null_mean is what it gives on identical "
+                "ε (naive estimate) picks its threshold on the data it scores; Epsilon* scores the "
+                "trained model (Negoescu et al.) and Epsilon* (null mean) is what it gives on identical "
                 "member and non-member distributions at the same n (label permutations of the same "
                 "losses). The RDP ε is drawn for scale."
             ),
         ),
-        FigureSpec(
-            id=f"{audit.name}-privacy-utility",
+        blocks.figure(
+            "privacy-utility",
             title="Privacy–utility: Epsilon* vs. utility per strategy",
             kind="scatter",
-            data=f"{base}/privacy_utility.csv",
+            csv="privacy_utility.csv",
             x="epsilon_star_parametric",
             y=["utility"],
             x_label="Epsilon* (parametric, mean over repeats)",
@@ -144,19 +149,19 @@ def section(
     ]
     table_rows = [
         [
-            _fmt(r["noise_multiplier"]),
+            short_number(r["noise_multiplier"]),
             r["strategy"],
-            _fmt(r["accuracy"]),
-            _fmt(r["tpr_at_fpr"]),
-            f"[{_fmt(r['tpr_at_fpr_low'])}, {_fmt(r['tpr_at_fpr_high'])}]",
-            _fmt(r["epsilon_lower_one_run"]),
-            *(_fmt(r[f"epsilon_{a}"]) for a in ACCOUNTANT_ORDER),
+            short_number(r["accuracy"]),
+            short_number(r["tpr_at_fpr"]),
+            interval(r["tpr_at_fpr_low"], r["tpr_at_fpr_high"]),
+            short_number(r["epsilon_lower_one_run"]),
+            *(short_number(r[f"epsilon_{a}"]) for a in ACCOUNTANT_ORDER),
         ]
         for r in rotated.to_dict("records")
     ]
     tables = [
-        TableSpec(
-            id=f"{audit.name}-rotated",
+        blocks.table(
+            "rotated",
             title="Rotated table: one row per noise level",
             columns=columns,
             rows=table_rows,
@@ -168,8 +173,8 @@ def section(
                 "repeats."
             ),
         ),
-        TableSpec(
-            id=f"{audit.name}-epsilon-star",
+        blocks.table(
+            "epsilon-star",
             title="Epsilon* per strategy, with its null level at the same n and its bootstrap spread",
             columns=[
                 "strategy",
@@ -182,11 +187,11 @@ def section(
             rows=[
                 [
                     r["strategy"],
-                    _fmt(r["epsilon_star_parametric"]),
-                    _fmt(r["epsilon_star_null_mean"]),
-                    _fmt(r["epsilon_star_null_high"]),
+                    short_number(r["epsilon_star_parametric"]),
+                    short_number(r["epsilon_star_null_mean"]),
+                    short_number(r["epsilon_star_null_high"]),
                     _above_null(r["epsilon_star_above_null"], repeats),
-                    f"[{_fmt(r['epsilon_star_spread_low'])}, {_fmt(r['epsilon_star_spread_high'])}]",
+                    interval(r["epsilon_star_spread_low"], r["epsilon_star_spread_high"]),
                 ]
                 for r in frame.to_dict("records")
             ],
@@ -258,15 +263,14 @@ def section(
             else "No DP model's one-run lower bound or Epsilon* exceeds its RDP ε."
         )
     )
-    return ReportSection(
-        dataset=audit.dataset,
-        experiment=audit.experiment,
+    return audit_section(
+        audit,
+        manifest,
         title=f"Membership inference and Epsilon* on {audit.dataset}",
         description=description,
         headline=rows[headline_index(strategies, float(ctx["headline_target_epsilon"]))],
         rows=rows,
         tables=tables,
         figures=figures,
-        scores=dict(SCORES),
-        timings={"train": manifest.seconds},
+        scores=SCORES,
     )

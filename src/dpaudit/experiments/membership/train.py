@@ -154,7 +154,7 @@ def xgboost_logits(path: Path, X: np.ndarray, num_classes: int) -> np.ndarray:
 
 def train(config: MembershipConfig, audit: Audit, out_dir: Path) -> TrainManifest:
     """Train every strategy × repeat; write weights, XGBoost models and splits; return the manifest."""
-    from dpaudit.bounds.epsilon_star import default_delta
+    from dpaudit.bounds.accountants import default_delta
 
     started = time.perf_counter()
     tp = config.train
@@ -175,7 +175,7 @@ def train(config: MembershipConfig, audit: Audit, out_dir: Path) -> TrainManifes
                         where=f"membership.datasets.{audit.dataset}.model")
     groups: dict[str, list[Strategy]] = {}
     for s in strategies:
-        if s.kind != "xgboost":
+        if s.spec.neural:
             groups.setdefault(s.group, []).append(s)
     for group, members_of_group in progress(groups.items(), desc=f"train {audit.name}", unit="group"):
         trial_strategies = [s for s in members_of_group for _ in range(tp.repeats)]
@@ -199,7 +199,7 @@ def train(config: MembershipConfig, audit: Audit, out_dir: Path) -> TrainManifes
     save_splits(out_dir / SPLITS, splits)
     mechanisms: dict[str, Mechanism] = {}
     for s in strategies:
-        if s.kind == "dp":
+        if s.spec.private:
             mechanisms[s.name] = Mechanism.dpsgd(
                 float(s.noise_multiplier or 0.0),
                 float(s.sampling_rate or 1.0),

@@ -32,7 +32,7 @@ from dpaudit.experiments.onerun.config import BREAK_KEY, OneRunConfig
 from dpaudit.experiments.onerun.design import SCORES_FILE, analysis_counts, curve_sizes, setting_seed
 from dpaudit.layout import Audit
 from dpaudit.logs import progress
-from dpaudit.report.spec import SummaryRow
+from dpaudit.results import SummaryRow
 
 #: Score keys of the summary row, with their labels (the section declares them).
 SCORES = {"epsilon_claimed": "claimed ε", "ceiling": "ceiling (ideal game)", "caught": "caught"}

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from dpaudit.config import ParamsError, dataset_entry, from_mapping, require, section
+from dpaudit.experiments.params import LevelParams, TrainingKnobs
 
 CanaryKind = Literal["gradient", "input"]
 Break = Literal["none", "noise_div10", "unclipped_layer"]
@@ -36,7 +37,7 @@ BREAK_KEY, BREAK_FIELD = "break", "break_"
 
 
 @dataclass(frozen=True)
-class TrainParams:
+class TrainParams(TrainingKnobs):
     """The declared DP-SGD configuration, the canaries and the deliberate break (if any).
 
     Exactly one of ``epsilon`` (the claimed ε at ``delta``; z is calibrated for it under
@@ -58,6 +59,7 @@ class TrainParams:
     calibration_accountant: Accountant = "pld"
 
     def __post_init__(self) -> None:
+        super().__post_init__()  # delta, sampling_rate, clip_norm
         require(self.canaries >= MIN_CANARIES, "canaries", self.canaries, f"must be at least {MIN_CANARIES}")
         require(self.canaries <= 1_000_000, "canaries", self.canaries, "must be at most 10^6")
         require(
@@ -75,10 +77,7 @@ class TrainParams:
             self.noise_multiplier,
             "must lie in [0.05, 10^4] (an audit of DP-SGD needs noise)",
         )
-        require(0 < self.delta < 1, "delta", self.delta, "must lie in (0, 1)")
-        require(0 < self.sampling_rate <= 1, "sampling_rate", self.sampling_rate, "must lie in (0, 1]")
         require(1 <= self.steps <= 100_000, "steps", self.steps, "must lie in [1, 10^5]")
-        require(self.clip_norm > 0, "clip_norm", self.clip_norm, "must be positive")
         require(
             self.canary_norm >= 1,
             "canary_norm",
@@ -123,19 +122,18 @@ class AttackParams:
 
 
 @dataclass(frozen=True)
-class BoundsParams:
+class BoundsParams(LevelParams):
     """``confidence``: JOINT level of the headline ε_LB, which maximises over ``analyses`` (each runs at
     1 − (1 − confidence)/len(analyses), Bonferroni). ``curve_canaries``: canary counts of the
     ε_LB-against-m curve (the first m' canaries; counts above m are dropped). ``ceiling_repeats``: Monte
     Carlo repeats of each analysis' ceiling on the ideal Gaussian canary game."""
 
-    confidence: float = 0.95
     analyses: list[Analysis] = field(default_factory=lambda: ["steinke", "fdp_gaussian"])  # type: ignore[arg-type]
     curve_canaries: list[int] = field(default_factory=lambda: [100, 250, 500, 1000])
     ceiling_repeats: int = 50
 
     def __post_init__(self) -> None:
-        require(0 < self.confidence < 1, "confidence", self.confidence, "must lie in (0, 1)")
+        super().__post_init__()
         require(
             len(self.analyses) >= 1 and len(set(self.analyses)) == len(self.analyses),
             "analyses",

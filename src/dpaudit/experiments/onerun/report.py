@@ -4,13 +4,17 @@ with its ceiling, ε_LB against the number of canaries, and the canaries' scores
 
 from __future__ import annotations
 
-import math
-
 from dpaudit.experiments.base import BoundsResult, TrainManifest
 from dpaudit.experiments.onerun.bounds import SCORES
 from dpaudit.experiments.onerun.config import BREAK_KEY, OneRunConfig
 from dpaudit.layout import Audit
-from dpaudit.report.spec import FigureSpec, ReportSection, TableSpec
+from dpaudit.results import (
+    AuditBlocks,
+    ReportSection,
+    annotate,
+    audit_section,
+    short_number,
+)
 
 BREAKS = {
     "none": "the declared pipeline",
@@ -19,25 +23,19 @@ BREAKS = {
 }
 
 
-def _fmt(value: float) -> float | str:
-    if math.isinf(value) or value >= 1e300:
-        return "∞"
-    return float(f"{value:.3g}")
-
-
 def section(
     config: OneRunConfig, audit: Audit, manifest: TrainManifest, result: BoundsResult
 ) -> ReportSection:
     """The audit's section from the bounds stage's numbers."""
+    blocks = AuditBlocks(audit.name)
     metrics, ctx, facts = result.metrics, result.context, manifest.facts
     analyses: list[str] = list(ctx["analyses"])
-    base = f"plots/{audit.name}"
     figures = [
-        FigureSpec(
-            id=f"{audit.name}-curve",
+        blocks.figure(
+            "curve",
             title="ε lower bound against the number of canaries (Steinke et al. Fig. 2)",
             kind="line",
-            data=f"{base}/curve.csv",
+            csv="curve.csv",
             x="canaries",
             y=[
                 *(f"epsilon_lower_{a}" for a in analyses),
@@ -53,11 +51,11 @@ def section(
                 "claimed ε."
             ),
         ),
-        FigureSpec(
-            id=f"{audit.name}-scores",
+        blocks.figure(
+            "scores",
             title="Canary scores by inclusion",
             kind="histogram",
-            data=f"{base}/scores.csv",
+            csv="scores.csv",
             x="score",
             y=[],
             x_label="score"
@@ -75,12 +73,13 @@ def section(
         m = metrics["analyses"][a]
         counted = "yes" if m["counted"] else "no"
         rows.append([
-            a, ctx["assumptions"][a], counted, _fmt(m["epsilon_lower"]), _fmt(m["ceiling"]),
-            _fmt(m["ratio_to_ceiling"]), int(m["guesses"]), int(m["correct"]), _fmt(m["confidence"]),
+            a, ctx["assumptions"][a], counted, short_number(m["epsilon_lower"]),
+            short_number(m["ceiling"]), short_number(m["ratio_to_ceiling"]), int(m["guesses"]),
+            int(m["correct"]), short_number(m["confidence"]),
         ])  # fmt: skip
     tables = [
-        TableSpec(
-            id=f"{audit.name}-analyses",
+        blocks.table(
+            "analyses",
             title="Analyses of the one run",
             columns=[
                 "analysis",
@@ -100,8 +99,8 @@ def section(
                 "DP-SGD, whose mechanism is in the Gaussian trade-off family."
             ),
         ),
-        TableSpec(
-            id=f"{audit.name}-verdict",
+        blocks.table(
+            "verdict",
             title="Claim against proof",
             columns=[
                 "pipeline",
@@ -113,10 +112,10 @@ def section(
             rows=[
                 [
                     BREAKS[str(facts[BREAK_KEY])],
-                    _fmt(metrics["epsilon_claimed"]),
-                    _fmt(metrics["epsilon_lower"]),
+                    short_number(metrics["epsilon_claimed"]),
+                    short_number(metrics["epsilon_lower"]),
                     "yes" if metrics["caught"] else "no",
-                    *(_fmt(v) for v in metrics["epsilon_upper"].values()),
+                    *(short_number(v) for v in metrics["epsilon_upper"].values()),
                 ]
             ],  # fmt: skip
             caption="caught: the proven ε_LB exceeds the claimed ε of the declared configuration.",
@@ -135,15 +134,19 @@ def section(
            if manifest.sizes["padding"] else "")
         + "."
     )  # fmt: skip
-    return ReportSection(
-        dataset=audit.dataset,
-        experiment=audit.experiment,
+    summary = annotate(
+        result.summary,
+        f"{len(analyses)} analyses of {manifest.sizes['canaries']} canaries in one run",
+        float(metrics["confidence"]),
+    )
+    return audit_section(
+        audit,
+        manifest,
         title=f"One-run audit (Steinke et al.) on {audit.dataset}",
         description=description,
-        headline=result.summary[0],
-        rows=result.summary,
+        headline=summary[0],
+        rows=summary,
         tables=tables,
         figures=figures,
-        scores=dict(SCORES),
-        timings={"train": manifest.seconds},
+        scores=SCORES,
     )

@@ -36,7 +36,7 @@ from dpaudit.experiments.base import BoundsResult, TrainManifest, finite_number
 from dpaudit.experiments.target.attack import SCORES_FILE
 from dpaudit.experiments.target.config import DeclaredTraining, TargetConfig
 from dpaudit.layout import Audit
-from dpaudit.report.spec import SummaryRow
+from dpaudit.results import SummaryRow
 
 #: The attacks in a fixed order; the headline row is the first (offline LiRA, chosen before the
 #: audit ran, so no maximum over attacks is taken).

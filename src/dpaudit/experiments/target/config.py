@@ -23,9 +23,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from dpaudit.config import dataset_entry, from_mapping, require, section
+from dpaudit.experiments.params import LevelParams, TrainingKnobs
 
 #: Largest number of DP-SGD steps of the shadow models (epochs / sampling_rate).
 MAX_STEPS = 100_000
@@ -49,7 +50,7 @@ class TargetModel:
 
 
 @dataclass(frozen=True)
-class TrainParams:
+class TrainParams(TrainingKnobs):
     """Shadow models: how many, on what share of the pool, and how they are trained."""
 
     shadows: int = 16
@@ -62,16 +63,15 @@ class TrainParams:
     hidden: tuple[int, ...] | None = None
     seed: int = 0
 
+    NULL_MEANS: ClassVar[Mapping[str, str]] = {"clip_norm": "non-private shadows"}
+
     def __post_init__(self) -> None:
+        super().__post_init__()  # sampling_rate, learning_rate, clip_norm
         require(self.shadows >= 3, "shadows", self.shadows, "offline LiRA needs >= 3 shadow models")
         require(0 < self.shadow_fraction <= 1, "shadow_fraction", self.shadow_fraction, "must lie in (0, 1]")
         require(self.epochs > 0, "epochs", self.epochs, "must be > 0")
-        require(0 < self.sampling_rate <= 1, "sampling_rate", self.sampling_rate, "must lie in (0, 1]")
         require(self.epochs / self.sampling_rate <= MAX_STEPS, "epochs", self.epochs,
                 f"epochs / sampling_rate must be at most {MAX_STEPS} steps")
-        require(self.learning_rate > 0, "learning_rate", self.learning_rate, "must be > 0")
-        require(self.clip_norm is None or self.clip_norm > 0, "clip_norm", self.clip_norm,
-                "must be null (non-private shadows) or > 0")
         require(self.noise_multiplier >= 0, "noise_multiplier", self.noise_multiplier, "must be >= 0")
         require(self.clip_norm is not None or self.noise_multiplier == 0, "noise_multiplier",
                 self.noise_multiplier, "needs clip_norm (DP-SGD noise is relative to the clipping norm)")
@@ -85,14 +85,13 @@ class TrainParams:
 
 
 @dataclass(frozen=True)
-class AttackParams:
+class AttackParams(LevelParams):
     """The scores auditor's joint confidence and the FPR levels of TPR-at-FPR."""
 
-    confidence: float = 0.95
     fpr_levels: tuple[float, ...] = (0.01, 0.05, 0.1)
 
     def __post_init__(self) -> None:
-        require(0 < self.confidence < 1, "confidence", self.confidence, "must lie in (0, 1)")
+        super().__post_init__()
         require(bool(self.fpr_levels) and all(0 < f < 1 for f in self.fpr_levels), "fpr_levels",
                 list(self.fpr_levels), "must list FPR levels in (0, 1)")
 

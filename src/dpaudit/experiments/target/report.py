@@ -6,41 +6,34 @@ DVC md5 and sha256 head the section, so the report names exactly the model versi
 
 from __future__ import annotations
 
-import math
-from typing import Any
-
 from dpaudit.bounds.auditor import _level_tag
 from dpaudit.experiments.base import BoundsResult, TrainManifest
 from dpaudit.experiments.target.bounds import ATTACKS
 from dpaudit.experiments.target.config import TargetConfig
 from dpaudit.layout import Audit
-from dpaudit.report.spec import FigureSpec, ReportSection, TableSpec
+from dpaudit.results import (
+    AuditBlocks,
+    ReportSection,
+    audit_section,
+    interval,
+    percent,
+    short_number,
+)
 
 #: Headline scores: Negoescu et al.'s Epsilon* beside its null level at the same n, and the AUROC of
 #: the row's attack. All are evidence about this model and these records, none a bound.
 SCORES = {
     "epsilon_star": "Epsilon*",
     "epsilon_star_null_high": "Epsilon* null level (95th pct., same n)",
-    "auroc": "AUROC",
+    "auroc": "attack AUROC",
 }
-
-
-def _fmt(value: Any) -> Any:
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "–"
-        return "∞" if value >= 1e308 else float(f"{value:.3g}")
-    return value
-
-
-def _pct(level: float) -> str:
-    return f"{100 * level:g}%"
 
 
 def section(
     config: TargetConfig, audit: Audit, manifest: TrainManifest, result: BoundsResult
 ) -> ReportSection:
     """The audit's report section from the bounds stage's numbers."""
+    blocks = AuditBlocks(audit.name)
     ctx = result.context
     model = manifest.facts.get("model") or {}
     source = manifest.facts.get("source")
@@ -58,30 +51,30 @@ def section(
          f"{sizes['members']} / {sizes['nonmembers']} / {sizes['pool']}"],
     ]
     levels = list(config.attack.fpr_levels)
-    pct = _pct(config.attack.confidence)
+    pct = percent(config.attack.confidence)
     evidence = ctx["evidence"]
     attack_rows = []
     for name, label in ATTACKS.items():
         e = evidence[name]
-        tprs = [_with_interval(e, f"tpr_at_fpr_{_level_tag(level)}") for level in levels]
-        attack_rows.append([label, *tprs, _with_interval(e, "auroc"), _with_interval(e, "advantage")])
+        keys = [f"tpr_at_fpr_{_level_tag(level)}" for level in levels] + ["auroc", "advantage"]
+        attack_rows.append([label, *(interval(e[k + "_low"], e[k + "_high"], e[k]) for k in keys)])
     star_row = [
-        _fmt(star["value"]),
-        _fmt(star["null_mean"]),
-        _fmt(star["null_high"]),
+        short_number(star["value"]),
+        short_number(star["null_mean"]),
+        short_number(star["null_high"]),
         "yes" if star["above_null"] else "no (within the null level)",
-        _fmt(star["null_pvalue"]),
-        f"[{_fmt(star['spread_low'])}, {_fmt(star['spread_high'])}]",
+        short_number(star["null_pvalue"]),
+        interval(star["spread_low"], star["spread_high"]),
     ]
     tables = [
-        TableSpec(id=f"{audit.name}-model", title="Audited model (provenance)", columns=["", "value"],
+        blocks.table("model", title="Audited model (provenance)", columns=["", "value"],
                   rows=provenance_rows,
                   caption="The digests are those `dvc add` recorded; the audit ran on exactly this file."),
-        TableSpec(
-            id=f"{audit.name}-attacks",
+        blocks.table(
+            "attacks",
             title="Membership evidence about your model (not an ε bound)",
-            columns=["attack", *(f"TPR @ {_pct(level)} FPR [{pct} CP]" for level in levels),
-                     f"AUROC [{pct}]", f"advantage [{pct}]"],
+            columns=["attack", *(f"TPR @ {percent(level)} FPR [{pct} CP]" for level in levels),
+                     f"attack AUROC [{pct}]", f"advantage [{pct}]"],
             rows=attack_rows,
             caption=(f"Each interval is two-sided at {pct} on its own (Clopper–Pearson for TPR, "
                      "Hanley–McNeil for AUROC, DKW for the advantage). These numbers describe this model "
@@ -91,8 +84,8 @@ def section(
                      f"confidence on each record with {sizes['shadows']} shadow models of the same "
                      "architecture that never saw it."),
         ),
-        TableSpec(
-            id=f"{audit.name}-epsilon-star",
+        blocks.table(
+            "epsilon-star",
             title="Epsilon* of your model, beside its null level at the same n",
             columns=["Epsilon*", "null level: mean", "null level: 95th pct.", "above the null level",
                      "permutation p-value", f"bootstrap spread ({pct} of resamples)"],
@@ -107,20 +100,18 @@ def section(
         ),
     ]
     if declared:
-        tables.append(TableSpec(
-            id=f"{audit.name}-declared",
+        tables.append(blocks.table(
+            "declared",
             title="Accountants' ε for your declared DP training",
             columns=["accountant", "ε"],
-            rows=[[a, _fmt(v)] for a, v in declared["epsilon_upper"].items()],
+            rows=[[a, short_number(v)] for a, v in declared["epsilon_upper"].items()],
             caption=(f"DP-SGD as declared in target.bounds.declared: q = {declared['sampling_rate']:.4g}, "
                      f"T = {int(declared['steps'])}, z = {declared['noise_multiplier']:g}, "
                      f"δ = {declared['delta']:.3g} (Poisson-sampled Gaussian composed T times). An upper "
                      "bound on ε IF the model was trained this way; the audit cannot check the declaration."),
         ))
     figures = [
-        FigureSpec(id=f"{audit.name}-roc", title="ROC of the membership attacks", kind="line",
-                   data=f"plots/{audit.name}/roc.csv", x="fpr", y=["tpr"], group="attack",
-                   x_label="false positive rate", y_label="true positive rate", x_log=False, diagonal=True,
+        blocks.roc("roc", "ROC of the membership attacks", "roc.csv", group="attack",
                    caption="Members are positives; the diagonal is guessing."),
     ]
     which = (
@@ -150,20 +141,14 @@ def section(
             "ε is shown."
         )
     )
-    return ReportSection(
-        dataset=audit.dataset,
-        experiment=audit.experiment,
+    return audit_section(
+        audit,
+        manifest,
         title=f"Your model as the target: {audit.dataset}",
         description=description,
         headline=result.summary[int(ctx["headline"])],
         rows=result.summary,
         tables=tables,
         figures=figures,
-        scores=dict(SCORES),
-        timings={"train": manifest.seconds},
+        scores=SCORES,
     )
-
-
-def _with_interval(values: dict[str, float], key: str) -> str:
-    """'0.42 [0.31, 0.55]' from ``key``, ``key_low`` and ``key_high``."""
-    return f"{_fmt(values[key])} [{_fmt(values[key + '_low'])}, {_fmt(values[key + '_high'])}]"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dpaudit.bounds.epsilon_star import default_delta
+from dpaudit.bounds.accountants import default_delta
 from dpaudit.data.prepared import PreparedData
 from dpaudit.experiments.base import Mechanism, TrainManifest
 from dpaudit.experiments.target.config import TargetConfig, TrainParams

@@ -11,7 +11,7 @@ leave-one-out). This module draws that design from a seed:
   random labels, or inverted inputs 1 − x with their labels), duplicates (a clean record repeated r
   times, one canary) and clean (unmodified records, the population-style view).
 - :func:`balanced_membership`: the boolean ``[K, M]`` design, each row exactly M/2 true.
-- the defences audited and the files the stages exchange.
+- the defences audited (:data:`DEFENCE_KINDS`, :func:`defences_for`) and the files the stages exchange.
 """
 
 from __future__ import annotations
@@ -23,10 +23,12 @@ from pathlib import Path
 import numpy as np
 
 from dpaudit.experiments.canaries.config import CANARY_TYPES, DatasetSettings
+from dpaudit.experiments.defences import DefenceKind, defence_kinds
 from dpaudit.io import write_npz
 
 __all__ = [
     "ATTACK_FILE",
+    "DEFENCE_KINDS",
     "DESIGN_FILE",
     "AuditSet",
     "Defence",
@@ -52,10 +54,23 @@ class Defence:
     """
 
     name: str
-    kind: str  # "undefended" | "dpsgd" | "heuristic"
+    kind: str  # a key of DEFENCE_KINDS: "undefended" | "dpsgd" | "heuristic"
     weights: str  # which trained group's weights it releases
     noise_multiplier: float | None = None
     label: str = ""
+
+    @property
+    def spec(self) -> DefenceKind:
+        """What the stages need to know about this defence's kind (:data:`DEFENCE_KINDS`)."""
+        return DEFENCE_KINDS[self.kind]
+
+
+#: The audited kinds of defence and how the stages treat each one.
+DEFENCE_KINDS = defence_kinds(
+    DefenceKind("undefended", "non-private SGD"),
+    DefenceKind("dpsgd", "DP-SGD at one noise multiplier", private=True),
+    DefenceKind("heuristic", "the undefended models releasing only their top-1 label", label_only=True),
+)
 
 
 def defences_for(noise_multipliers: list[float], utility_first: float | None) -> list[Defence]:

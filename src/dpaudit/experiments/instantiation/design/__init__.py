@@ -1,10 +1,11 @@
 """The game of Nasr et al. 2021 §III/§IV (:data:`dpaudit.references.NASR_2021`): cells, worlds, noise, caps.
 
-A *cell* is one threat model (A–F of Table I) at one target ε. Every cell plays exactly N trials per
-world: ``inserted`` is 1 in world D′ (the target record, poison or canary is present) and 0 in world
-D; the distinguishers' scores are higher for D′, so the scores auditor's "in" scores are the inserted
-trials. The noise for each target ε is calibrated for fixed q and T (RDP, as the paper), and the
-Clopper–Pearson cap is the largest ε lower bound N trials per world can give (a perfect test).
+A *cell* is one threat model (A–F of Table I, :mod:`.registry`) at one target ε. Every cell plays
+exactly N trials per world: ``inserted`` is 1 in world D′ (the target record, poison or canary is
+present) and 0 in world D; the distinguishers' scores are higher for D′, so the scores auditor's "in"
+scores are the inserted trials. The noise for each target ε is calibrated for fixed q and T (RDP, as
+the paper), and the Clopper–Pearson cap is the largest ε lower bound N trials per world can give (a
+perfect test).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import numpy as np
 
 from dpaudit.bounds.empirical import clopper_pearson_upper, epsilon_from_rates, limit_level
 from dpaudit.experiments.base import TrainManifest
+from dpaudit.experiments.instantiation.design.registry import REGISTRY
 
 __all__ = [
     "NAMES",
@@ -26,15 +28,8 @@ __all__ = [
     "manifest_cells",
 ]
 
-#: Threat models of Table I with their section of Nasr et al. 2021.
-NAMES: dict[str, str] = {
-    "A": "API access (§IV-A)",
-    "B": "static poison (§IV-B)",
-    "C": "intermediate models (§IV-C)",
-    "D": "adaptive poison (§IV-D)",
-    "E": "gradient canary (§IV-E)",
-    "F": "malicious dataset (§IV-F)",
-}
+#: Threat models of Table I with their section of Nasr et al. 2021 (from :mod:`.registry`).
+NAMES: dict[str, str] = {key: tm.label for key, tm in REGISTRY.items()}
 SIMULATION = "simulation"
 
 

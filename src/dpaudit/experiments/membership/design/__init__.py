@@ -20,6 +20,7 @@ import numpy as np
 
 from dpaudit.config import ParamsError
 from dpaudit.experiments.base import TrainManifest
+from dpaudit.experiments.defences import DefenceKind, defence_kinds
 from dpaudit.experiments.membership.config import (
     MembershipConfig,
     SplitSizes,
@@ -30,6 +31,7 @@ from dpaudit.experiments.membership.config import (
 __all__ = [
     "ATTACK_FILE",
     "SPLITS",
+    "STRATEGY_KINDS",
     "Splits",
     "Strategy",
     "draw_splits",
@@ -43,6 +45,13 @@ __all__ = [
 #: The train stage's member splits and the attack stage's per-model numbers.
 SPLITS = "splits.npz"
 ATTACK_FILE = "attack.npz"
+
+#: The kinds of strategy (the ``kind`` of :class:`Strategy`) and how the stages treat each one.
+STRATEGY_KINDS = defence_kinds(
+    DefenceKind("dp", "DP-SGD at a fixed or calibrated noise multiplier", private=True),
+    DefenceKind("nondp", "non-private SGD for a number of epochs"),
+    DefenceKind("xgboost", "a deterministic XGBoost baseline", neural=False),
+)
 
 
 @dataclass(frozen=True)
@@ -64,6 +73,11 @@ class Strategy:
     steps: int | None = None
     epochs: float | None = None
     learning_rate: float | None = None
+
+    @property
+    def spec(self) -> DefenceKind:
+        """What the stages need to know about this strategy's kind (:data:`STRATEGY_KINDS`)."""
+        return STRATEGY_KINDS[self.kind]
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -19,13 +19,14 @@ ceiling on the ideal game is the yardstick of the audit's power.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+
+from dpaudit.experiments.game import seed_from_text
 
 __all__ = [
     "RUN_FILE",
@@ -46,9 +47,14 @@ SCORES_FILE = "scores.npz"
 
 def setting_seed(values: Mapping[str, Any]) -> int:
     """A stable 31-bit seed from a setting's own values (sha256 of their sorted JSON), never from its
-    position in a grid: the same setting draws the same canaries and noise wherever it appears."""
+    position in a grid: the same setting draws the same canaries and noise wherever it appears.
+
+    Same hash as :func:`dpaudit.experiments.game.setting_seed` (:func:`~dpaudit.experiments.game.
+    seed_from_text`), but of named values (a mapping, order-free) rather than a positional tuple's
+    ``repr``: the two serialisations give different seeds, and switching this one would redraw every
+    one-run audit's canaries and noise, so both stay."""
     blob = json.dumps({str(k): values[k] for k in sorted(values)}, sort_keys=True, default=str)
-    return int.from_bytes(hashlib.sha256(blob.encode()).digest()[:4], "big") & 0x7FFFFFFF
+    return seed_from_text(blob)
 
 
 def padding_for(zero_features: np.ndarray, units: int, canaries: int) -> int:

@@ -1,0 +1,238 @@
+"""The README as a front door, and its "Compare runs" output kept current.
+
+Fast: README.md stays short (at most 200 lines) with its sections in order, every link into
+``docs/`` (and every link between the docs pages) resolves to a file and, where it names one, a
+heading; user docs name no issue numbers and no machine paths; the experiment and parameter pages
+cover every registered experiment.
+
+Slow: in a copy of the repository with the default ``params.yaml``, the full pipeline runs, is
+committed, and the README's commands run as written: ``dvc exp run -S
+'identifiability.train.rho_beta=[0.9]'``, ``dvc metrics diff`` and ``dvc exp show --only-changed``.
+Their output must stay readable (at most 40 lines; at most 30 columns) and match the README's marked
+output blocks: the same lines and names, numbers to a relative 1e-3 (DVC prints rounded values). When
+numbers move on purpose, ``python docs/refresh_compare_outputs.py`` rewrites the blocks.
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import io
+import math
+import re
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from tests.test_dvc_workflow import BIN, REPO, _copy_tree, _run
+
+README = REPO / "README.md"
+DOCS = REPO / "docs"
+MAX_LINES = 200
+HEADINGS = (
+    "## Quick start",
+    "## Read the report",
+    "## Reading the numbers",
+    "## Audit your own scores, model or training",
+    "## Compare runs",
+    "## More",
+)
+FORBIDDEN = (
+    re.compile(r"\bissues?\s*#?\d+", re.I),
+    re.compile(r"acceptance profile", re.I),
+    re.compile(r"(?<![\w.])/(work|tmp)\b"),
+    re.compile(r"\.\./shared\b"),
+)
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def _refresh() -> ModuleType:
+    """``docs/refresh_compare_outputs.py``: the documented commands and the output-block markers."""
+    spec = importlib.util.spec_from_file_location("_refresh_compare", DOCS / "refresh_compare_outputs.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _user_docs() -> list[Path]:
+    return [README, REPO / "CONTRIBUTING.md", *sorted(DOCS.glob("*.md"))]
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor of a Markdown heading: lower case, punctuation dropped, spaces to hyphens."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def _anchors(path: Path) -> set[str]:
+    text = re.sub(r"```.*?```", "", path.read_text(), flags=re.S)
+    return {_slug(m.group(1)) for m in re.finditer(r"^#+\s+(.*)$", text, flags=re.M)}
+
+
+# ------------------------------------------------------------------------------------------------ fast
+
+
+def test_readme_is_a_short_front_door_with_its_sections_in_order() -> None:
+    text = README.read_text()
+    assert len(text.splitlines()) <= MAX_LINES
+    positions = [text.find("\n" + heading + "\n") for heading in HEADINGS]
+    assert all(p > 0 for p in positions), dict(zip(HEADINGS, positions, strict=True))
+    assert positions == sorted(positions)
+    assert "make run" in text and "make test" in text
+    assert "docs/img/report.png" in text and (DOCS / "img" / "report.png").is_file()
+    assert (DOCS / "img" / "report.png").stat().st_size <= 300_000
+
+
+def test_user_docs_name_no_issue_numbers_and_no_machine_paths() -> None:
+    for path in _user_docs():
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            for pattern in FORBIDDEN:
+                assert not pattern.search(line), f"{path.relative_to(REPO)}:{number}: {line}"
+
+
+def test_every_docs_link_resolves_to_a_file_and_heading() -> None:
+    readme_links = [link for link in LINK.findall(README.read_text()) if link.startswith("docs/")]
+    assert len(readme_links) >= 10  # the README points into docs/ for everything it leaves out
+    for page in _user_docs():
+        for link in LINK.findall(page.read_text()):
+            if re.match(r"[a-z]+:", link):  # https:, mailto:
+                continue
+            target, _, anchor = link.partition("#")
+            path = (page.parent / target).resolve() if target else page
+            assert path.is_file(), f"{page.relative_to(REPO)}: broken link {link}"
+            if anchor and path.suffix == ".md":
+                assert anchor in _anchors(path), f"{page.relative_to(REPO)}: no heading for {link}"
+
+
+def test_experiment_and_parameter_pages_cover_every_experiment() -> None:
+    from dpaudit.experiments import registry
+
+    names = set(registry())
+    assert {"identifiability", "membership", "canaries", "instantiation", "target", "onerun"} <= names
+    for page in ("experiments.md", "pipeline.md"):
+        text = (DOCS / page).read_text()
+        missing = {name for name in names if f"`{name}`" not in text}
+        assert not missing, f"docs/{page} does not cover {sorted(missing)}"
+    # The parameters table has one row per experiment.
+    table = (DOCS / "pipeline.md").read_text().split("## Parameters", 1)[1].split("\n## ", 1)[0]
+    rows = {m.group(1) for m in re.finditer(r"^\| `([a-z_]+)` \|", table, flags=re.M)}
+    assert names <= rows, sorted(names - rows)
+
+
+def test_readme_has_one_output_block_per_documented_command() -> None:
+    refresh = _refresh()
+    blocks = refresh.documented(README.read_text())
+    assert set(blocks) == set(refresh.COMMANDS)
+    for label, block in blocks.items():
+        assert len(_rows(block)) >= 3, f"{label}: the README's output block is empty"
+        _compare_table(label, block, block)
+    assert len(blocks["dvc metrics diff"].strip().splitlines()) <= 40
+    text = README.read_text()
+    assert refresh.EXPERIMENT_COMMAND in text
+    for command in ("dvc metrics diff", "dvc exp show --only-changed", "dvc plots diff"):
+        assert command in text
+
+
+def test_output_matching_tolerates_rounding_and_run_names_only() -> None:
+    assert _same_line("a.b  1.2345  2", "a.b  1.2346  2")
+    assert not _same_line("a.b  1.2345  2", "a.b  1.30  2")
+    assert not _same_line("a.b  1.2345", "a.c  1.2345")
+    assert not _same_line("a.b  1.2345", "a.b  1.2345  0.1")
+    old = "  └── 7907c69 [noble-meal]   06:43 AM   4.5951   c7ecf1a4699372c37bd3f27cb5e8d449.dir"
+    new = "  └── 0a1b2c3 [other-name]   Nov 26, 2026   4.5952   d106ee6e414d555bf47a4c37093611fb.dir"
+    assert _same_line(old, new)
+    assert _same_line("  master   06:36 AM   2.1972", "  main   11:02 PM   2.1972")
+    assert _cells("  workspace   -   4.5951") == ["workspace", "-", "4.5951"]
+    wide = "  Experiment   Created   a.rdp   a.pld   …\n  master   06:36 AM   2.1972   1.934   …"
+    narrow = "  Experiment   Created   a.rdp   …\n  main   1:02 PM   2.1972   …"
+    _compare_table("t", wide, narrow)  # fewer columns fit: the shown ones still agree
+    with pytest.raises(AssertionError):
+        _compare_table("t", wide, "  Experiment   Created   a.rdp   …\n  main   1:02 PM   2.5   …")
+
+
+# ------------------------------------------------------------------------------------------------ slow
+
+_NUMBER = re.compile(r"^[-+−]?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?%?$", re.I)
+# What changes from run to run without the numbers changing: clock times and dates of `Created`,
+# commit ids, content hashes of outputs (the train manifests record timings), DVC's generated
+# experiment names and the default branch's name.
+_VOLATILE = re.compile(
+    r"\d{1,2}:\d{2}\s*[AP]M|[A-Z][a-z]{2} \d{1,2}, \d{4}|\b\d{4}-\d{2}-\d{2}(T[\d:]+)?"
+    r"|\b[0-9a-f]{32}(\.dir)?\b|\b[0-9a-f]{7,40} \[[^\]]+\]|(?<=\s)(main|master)(?=\s|$)"
+)
+
+
+def _cells(line: str) -> list[str]:
+    """The cells of one table line: DVC separates columns by two or more spaces (or box bars)."""
+    line = _VOLATILE.sub("<volatile>", line)
+    cells = [c for c in re.split(r"\s{2,}|[│┃]", line.strip()) if c.strip()]
+    return [c.strip() for c in cells if not set(c.strip()) <= set("─━┏┓┗┛┡┩└┘├┤┼╇╈┳┻")]
+
+
+def _same_cell(a: str, b: str) -> bool:
+    if _NUMBER.match(a) and _NUMBER.match(b):
+        x, y = (float(t.rstrip("%").replace("−", "-")) for t in (a, b))
+        return math.isclose(x, y, rel_tol=1e-3, abs_tol=1e-12)
+    return a == b
+
+
+def _same_line(documented: str, actual: str) -> bool:
+    left, right = _cells(documented), _cells(actual)
+    return len(left) == len(right) and all(_same_cell(a, b) for a, b in zip(left, right, strict=True))
+
+
+def _rows(text: str) -> list[list[str]]:
+    """The non-rule lines of a DVC table, as cells (header first)."""
+    return [cells for line in text.strip("\n").splitlines() if (cells := _cells(line))]
+
+
+def _compare_table(label: str, documented: str, actual: str) -> None:
+    """Same rows and, column by column, the same names and values (numbers to a relative 1e-3).
+
+    ``dvc exp show`` hides the columns that do not fit the terminal behind ``…``; how many fit
+    depends on the width of the generated experiment name, so only the columns shown in both are
+    compared, and one list of columns must start the other.
+    """
+    want, got = _rows(documented), _rows(actual)
+    hint = f"{label}: the README's output is stale (python docs/refresh_compare_outputs.py)\n{actual}"
+    assert want and len(want) == len(got), hint
+    width = min(len(want[0]), len(got[0]))
+    if "…" in (want[0][-1], got[0][-1]):
+        width = min(width, *(len(table[0]) - (table[0][-1] == "…") for table in (want, got)))
+    else:
+        assert len(want[0]) == len(got[0]), hint
+    for old, new in zip(want, got, strict=True):
+        assert len(old) >= width and len(new) >= width, hint
+        assert all(_same_cell(a, b) for a, b in zip(old[:width], new[:width], strict=True)), (
+            f"{hint}\n  README: {old}\n  now:    {new}"
+        )
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+def test_readme_compare_commands_and_their_documented_output(tmp_path: Path) -> None:
+    refresh = _refresh()
+    dvc = str(BIN / "dvc")
+    work = tmp_path / "repo"
+    work.mkdir()
+    _copy_tree(work)  # the default params.yaml: every default audit
+    _run(["git", "init", "-q"], work)
+    if not (work / ".dvc" / "config").exists():
+        _run([dvc, "init", "-q"], work)
+    _run([dvc, "repro"], work, timeout=1800)
+    _run(["git", "add", "-A"], work)
+    _run(["git", "commit", "-q", "-m", "baseline"], work)
+    _run([dvc, *refresh.exp_run_args()], work, timeout=1800)
+
+    outputs = {label: _run([dvc, *args], work) for label, args in refresh.COMMANDS.items()}
+    diff = outputs["dvc metrics diff"]
+    assert 0 < len(diff.strip().splitlines()) <= 40, diff
+    # The columns the table shows: the CSV's, less its machine-only `rev` and `typ`.
+    header = next(csv.reader(io.StringIO(_run([dvc, "exp", "show", "--only-changed", "--csv"], work))))
+    shown = [name for name in header if name not in ("rev", "typ")]
+    assert len(shown) <= 30, shown
+
+    documented = refresh.documented(README.read_text())
+    for label, actual in outputs.items():
+        _compare_table(label, documented[label], actual)
