@@ -23,15 +23,12 @@ errs towards flagging overclaims).
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import importlib.util
 import io
 import json
 import math
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,8 +41,12 @@ from dpaudit.bounds.tradeoff import gdp_epsilon
 from dpaudit.experiments.canaries.bounds import per_model_bounds
 
 HERE = Path(__file__).resolve().parent
-LEVEL = 0.95
-
+if str(HERE) not in sys.path:  # loaded by file path (the tests): find the shared helpers and siblings
+    sys.path.insert(0, str(HERE))
+import validity_onerun  # noqa: E402
+import validity_stepwise  # noqa: E402
+from _validity_common import LEVEL, row, table  # noqa: E402, F401 (table: the tests print it)
+from _validity_common import main as run_main  # noqa: E402
 
 # ----------------------------------------------------------------------------------- mechanisms
 
@@ -158,16 +159,6 @@ def cli_headline(pos: np.ndarray, neg: np.ndarray, delta: float, extra: list[str
 # ----------------------------------------------------------------------------------- checks
 
 
-def row(estimator: str, mechanism: str, setting: str, overclaims: int, repeats: int) -> dict:
-    """One check's result: overclaim rate, its MC standard error at the stated rate, and the verdict."""
-    p = 1.0 - LEVEL
-    se = math.sqrt(p * (1.0 - p) / repeats)
-    rate = overclaims / repeats
-    return {"estimator": estimator, "mechanism": mechanism, "setting": setting, "stated_level": LEVEL,
-            "repeats": repeats, "overclaims": overclaims, "rate": rate, "mc_se": se,
-            "ok": rate <= p + 2.0 * se}  # fmt: skip
-
-
 def scores_checks(quick: bool, seed: int) -> list[dict]:
     """``dpaudit scores``: the default headline (assumption-free) on every mechanism, δ = 0 and δ > 0;
     ``--assume gaussian`` / ``--assume subsampled`` on the mechanisms that guarantee them."""
@@ -272,53 +263,16 @@ def invariance_checks(seed: int, permutations: int = 20) -> list[dict]:
     return [out]
 
 
-def load_sibling(name: str) -> object | None:
-    """A sibling check module (``validity_stepwise``, ``validity_onerun``) if it exists."""
-    path = HERE / f"{name}.py"
-    if not path.is_file():
-        return None
-    spec = importlib.util.spec_from_file_location(f"dpaudit_benchmarks_{name}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
 def run(quick: bool = False, seed: int = 0) -> list[dict]:
     """Every check's row (see :func:`row`), the sibling suites' rows included."""
     rows = scores_checks(quick, seed) + one_run_checks(quick, seed) + canaries_checks(quick, seed)
     rows += invariance_checks(seed)
-    for name in ("validity_stepwise", "validity_onerun"):
-        module = load_sibling(name)
-        if module is not None:
-            rows += module.run(quick=quick, seed=seed)  # type: ignore[attr-defined]
-    return rows
-
-
-def table(rows: list[dict]) -> str:
-    """The rows as a Markdown table (the one in benchmarks/README.md)."""
-    lines = ["| estimator | mechanism | setting | level | repeats | overclaims | rate ± MC s.e. | ok |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
-    for r in rows:
-        level = "–" if math.isnan(r["stated_level"]) else f"{r['stated_level']:g}"
-        verdict = "yes" if r["ok"] else "NO"
-        lines.append(f"| {r['estimator']} | {r['mechanism']} | {r['setting']} | {level} | {r['repeats']} | "
-                     f"{r['overclaims']} | {r['rate']:.3f} ± {r['mc_se']:.3f} | {verdict} |")  # fmt: skip
-    return "\n".join(lines)
+    return rows + validity_stepwise.run(quick=quick, seed=seed) + validity_onerun.run(quick=quick, seed=seed)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="the reduced suite (< 60 s)")
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
-    start = time.perf_counter()
-    rows = run(quick=args.quick, seed=args.seed)
-    print(table(rows))
-    failed = [r for r in rows if not r["ok"]]
-    print(f"\n{len(rows) - len(failed)} passed, {len(failed)} failed ({time.perf_counter() - start:.0f} s)")
-    return 1 if failed else 0
+    """Run the suite (``--quick``: the reduced one) and print its table; exit status 1 on any failure."""
+    return run_main(run, __doc__.splitlines()[0], "the reduced suite (< 60 s)", argv)
 
 
 if __name__ == "__main__":

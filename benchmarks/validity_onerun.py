@@ -18,16 +18,21 @@ Run: `python benchmarks/validity_onerun.py` (full, a few minutes on one core) or
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
+from pathlib import Path
 
 import numpy as np
 
 from dpaudit.bounds.onerun import audit_one_run, gdp_mu_for_epsilon
 
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:  # loaded by file path (validity.py, the tests): find the shared helpers
+    sys.path.insert(0, str(HERE))
+from _validity_common import LEVEL, row, table  # noqa: E402, F401 (table: the tests print it)
+from _validity_common import main as run_main  # noqa: E402
+
 DELTA = 1e-5
-LEVEL = 0.95
 
 
 def _gaussian_game(rng: np.random.Generator, epsilon: float, canaries: int) -> tuple[np.ndarray, np.ndarray]:
@@ -52,25 +57,12 @@ def _check(estimator: str, mechanism: str, epsilon: float, canaries: int, repeat
         scores, included = game(rng, epsilon, canaries)
         audit = audit_one_run(scores, included, delta=DELTA, confidence=LEVEL, analysis=estimator, seed=rep)
         overclaims += audit.epsilon_lower > epsilon
-    alpha = 1.0 - LEVEL
-    mc_se = math.sqrt(alpha * (1.0 - alpha) / repeats)
-    rate = overclaims / repeats
     name = (
         f"ideal Gaussian canary game, ε={epsilon:g}, δ={DELTA:g}"
         if mechanism == "gaussian"
         else f"randomised response, ε={epsilon:g}"
     )
-    return {
-        "estimator": estimator,
-        "mechanism": name,
-        "setting": f"m={canaries} canaries, one run per repeat",
-        "stated_level": LEVEL,
-        "repeats": repeats,
-        "overclaims": overclaims,
-        "rate": rate,
-        "mc_se": mc_se,
-        "ok": rate <= alpha + 2.0 * mc_se,
-    }
+    return row(estimator, name, f"m={canaries} canaries, one run per repeat", overclaims, repeats)
 
 
 def run(quick: bool = False, seed: int = 0) -> list[dict]:
@@ -85,22 +77,9 @@ def run(quick: bool = False, seed: int = 0) -> list[dict]:
     return rows
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer repeats (< 20 s)")
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
-    rows = run(quick=args.quick, seed=args.seed)
-    print("| estimator | mechanism | setting | level | repeats | overclaims | rate | limit | ok |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    for r in rows:
-        limit = 1.0 - r["stated_level"] + 2.0 * r["mc_se"]
-        print(
-            f"| {r['estimator']} | {r['mechanism']} | {r['setting']} | {r['stated_level']:.0%} | "
-            f"{r['repeats']} | {r['overclaims']} | {r['rate']:.4f} | {limit:.4f} | "
-            f"{'yes' if r['ok'] else 'NO'} |"
-        )
-    return 0 if all(r["ok"] for r in rows) else 1
+def main(argv: list[str] | None = None) -> int:
+    """Run the checks and print their table; exit status 1 on any failure."""
+    return run_main(run, __doc__.splitlines()[0], "fewer repeats (< 20 s)", argv)
 
 
 if __name__ == "__main__":

@@ -19,18 +19,22 @@ Run: `python benchmarks/validity_stepwise.py` (full, ≈ 2–4 min on one core) 
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
-import time
+from pathlib import Path
 
 import numpy as np
 
 from dpaudit.bounds.stepwise import StepMoments, stepwise_family_bound
 from dpaudit.bounds.tradeoff import gdp_epsilon
 
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:  # loaded by file path (the tests, validity.py): find the shared helpers
+    sys.path.insert(0, str(HERE))
+from _validity_common import LEVEL, row, table  # noqa: E402, F401 (table: the tests print it)
+from _validity_common import main as run_main  # noqa: E402
+
 DELTA = 1e-5
-LEVEL = 0.95
 OFFSETS_SE = (0.0, 0.5, 1.0, 2.0)
 #: The instantiation audit's noise: z for each target ε, calibrated by RDP at q = 0.1, T = 100, δ = 1e-5
 #: (``calibrate_noise_multiplier(ε, 1e-5, 0.1, 100)``).
@@ -74,8 +78,6 @@ def run(quick: bool = False, seed: int = 0) -> list[dict]:
     q, steps = 0.1, 100
     trials, repeats = (100, 300) if quick else (500, 4000)
     targets = (2.0,) if quick else (2.0, 10.0)
-    alpha = 1.0 - LEVEL
-    mc_se = math.sqrt(alpha * (1.0 - alpha) / repeats)
     rows = []
     # The estimated baseline at every offset; the known-baseline variant (b = 0, guaranteed by inert or
     # zero-mass canary coordinates) where its guarantee holds.
@@ -86,48 +88,16 @@ def run(quick: bool = False, seed: int = 0) -> list[dict]:
             key = [seed, round(1000 * target), round(1000 * offset), trials, int(known is None)]
             rng = np.random.default_rng(key)
             overclaims = _one_check(rng, z, offset, trials, steps, q, repeats, known)
-            rate = overclaims / repeats
             name = "stepwise_family_bound" if known is None else "stepwise_family_bound (known b = 0)"
-            rows.append(
-                {
-                    "estimator": name,
-                    "mechanism": f"Poisson-subsampled Gaussian q={q:g}, T={steps}, z={z:.4g} (ε={target:g})",
-                    "setting": f"baseline offset {offset:g} s.e. in both worlds, {trials} trials per world",
-                    "stated_level": LEVEL,
-                    "repeats": repeats,
-                    "overclaims": overclaims,
-                    "rate": rate,
-                    "mc_se": mc_se,
-                    "ok": rate <= alpha + 2.0 * mc_se,
-                }
-            )
+            mechanism = f"Poisson-subsampled Gaussian q={q:g}, T={steps}, z={z:.4g} (ε={target:g})"
+            setting = f"baseline offset {offset:g} s.e. in both worlds, {trials} trials per world"
+            rows.append(row(name, mechanism, setting, overclaims, repeats))
     return rows
 
 
-def table(rows: list[dict]) -> str:
-    """The rows as a Markdown table (the one in benchmarks/README.md)."""
-    lines = ["| estimator | mechanism | setting | level | repeats | overclaims | rate ± MC s.e. | ok |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
-    for r in rows:
-        lines.append(
-            f"| {r['estimator']} | {r['mechanism']} | {r['setting']} | {r['stated_level']:.0%} | "
-            f"{r['repeats']} | {r['overclaims']} | {r['rate']:.3f} ± {r['mc_se']:.3f} | "
-            f"{'yes' if r['ok'] else 'NO'} |"
-        )
-    return "\n".join(lines)
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="ε = 2 only, fewer and smaller repeats (< 20 s)")
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
-    start = time.perf_counter()
-    rows = run(quick=args.quick, seed=args.seed)
-    print(table(rows))
-    failed = [r for r in rows if not r["ok"]]
-    print(f"\n{len(rows) - len(failed)} passed, {len(failed)} failed ({time.perf_counter() - start:.0f} s)")
-    return 1 if failed else 0
+    """Run the checks and print their table; exit status 1 on any failure."""
+    return run_main(run, __doc__.splitlines()[0], "ε = 2 only, fewer and smaller repeats (< 20 s)", argv)
 
 
 if __name__ == "__main__":

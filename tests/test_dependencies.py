@@ -8,6 +8,7 @@ memory: a new import that dvc.yaml does not declare fails here, with the command
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -34,9 +35,9 @@ def graph() -> deps.Graph:
 
 def test_dvc_yaml_declares_exactly_the_code_each_stage_imports(graph: deps.Graph) -> None:
     text = (REPO / "dvc.yaml").read_text()
-    assert deps.render(text, graph) == text, (
-        "dvc.yaml's src/ deps differ from the imports of the stages: run `python -m dpaudit.deps --write`"
-    )
+    assert (
+        deps.render(text, graph) == text
+    ), "dvc.yaml's src/ deps differ from the imports of the stages: run `python -m dpaudit.deps --write`"
 
 
 def test_src_has_no_new_import_cycle(graph: deps.Graph) -> None:
@@ -73,9 +74,11 @@ def test_train_stages_run_no_report_or_other_experiment(graph: deps.Graph) -> No
 
 def test_report_modules_reach_only_the_report_and_the_check(graph: deps.Graph) -> None:
     for kind, stage in deps.STAGES.items():
-        experiments = [None] if stage.experiment_modules is None else [
-            p.rpartition(".")[2] for p in graph.experiments()
-        ]
+        experiments = (
+            [None]
+            if stage.experiment_modules is None
+            else [p.rpartition(".")[2] for p in graph.experiments()]
+        )
         for experiment in experiments:
             paths = _paths(graph, kind, experiment)
             if kind not in ("report", "check"):
@@ -154,3 +157,38 @@ def test_a_train_stage_loads_only_modules_dvc_yaml_declares(graph: deps.Graph) -
     assert loaded - declared == set()
     assert f"dpaudit.experiments.{experiment}.train" in loaded
     assert not {m for m in loaded if m.startswith("dpaudit.experiments.identifiability")}
+
+
+def test_lazy_packages_load_their_modules_on_first_use() -> None:
+    """``dpaudit.bounds`` (:func:`dpaudit.lazy.lazy_exports`) loads no module of its table on import,
+    loads the defining one on first use, lists its names in ``dir()`` and refuses unknown names."""
+    code = textwrap.dedent(
+        """
+        import json, sys
+        import dpaudit.bounds as bounds
+        before = sorted(m for m in sys.modules if m.startswith("dpaudit.bounds."))
+        bounds.gdp_epsilon
+        after = sorted(m for m in sys.modules if m.startswith("dpaudit.bounds."))
+        try:
+            bounds.no_such_name
+            missing = None
+        except AttributeError as exc:
+            missing = str(exc)
+        print(json.dumps([before, after, "gdp_epsilon" in dir(bounds), missing]))
+        """
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    before, after, listed, missing = json.loads(result.stdout.strip().splitlines()[-1])
+    assert before == []
+    assert after == ["dpaudit.bounds.tradeoff"]
+    assert listed
+    assert missing == "module 'dpaudit.bounds' has no attribute 'no_such_name'"

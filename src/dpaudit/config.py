@@ -19,6 +19,8 @@ from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
 import yaml
 
+from dpaudit.lazy import lazy_exports
+
 T = TypeVar("T")
 
 #: A name the user chooses that becomes part of a path (a dataset, a target model, an audit): it
@@ -223,6 +225,12 @@ def _full_key(where: str, key: str) -> str:
     return f"{where}.{key}"
 
 
+def param_key(field: dataclasses.Field[Any]) -> str:
+    """The params.yaml key of a config field: its name, or ``metadata["key"]`` where the key is not a
+    valid Python name (e.g. ``break``, read into a field ``break_``)."""
+    return str(field.metadata.get("key", field.name))
+
+
 def from_mapping(cls: type[T], mapping: Mapping[str, Any], where: str) -> T:
     """Build dataclass ``cls`` from ``mapping``, checking keys and types.
 
@@ -235,7 +243,7 @@ def from_mapping(cls: type[T], mapping: Mapping[str, Any], where: str) -> T:
     if not isinstance(mapping, Mapping):
         raise ParamsError(f"params: '{where}' must be a mapping, got {mapping!r}")
     hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    fields = {param_key(f): f for f in dataclasses.fields(cls) if f.init}
     unknown = sorted(set(mapping) - set(fields))
     if unknown:
         raise ParamsError(
@@ -249,7 +257,7 @@ def from_mapping(cls: type[T], mapping: Mapping[str, Any], where: str) -> T:
             if no_default:
                 raise ParamsError(f"params: missing key '{key}'")
             continue
-        kwargs[name] = _convert(mapping[name], hints[name], key)
+        kwargs[field.name] = _convert(mapping[name], hints[field.name], key)
     try:
         return cls(**kwargs)
     except _RangeError as exc:
@@ -269,11 +277,4 @@ _LAZY: dict[str, str] = {
     "check_limits": "dpaudit.pipeline.check",
     "model_records": "dpaudit.pipeline.check",
 }
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(_LAZY[name]), name)
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)

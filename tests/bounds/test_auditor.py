@@ -273,6 +273,17 @@ def test_one_run_bound_is_a_function_of_the_multiset():
     assert reference.epsilon < 1.0
 
 
+def test_one_run_headline_with_an_odd_number_of_scores():
+    # The fraction 1.0 guesses on every canary: k₊ = k₋ = ⌊m/2⌋ when m is odd (it once asked for m + 1).
+    rng = np.random.default_rng(46)
+    pos, neg = rng.normal(3.0, 1.0, 301), rng.normal(0.0, 1.0, 300)
+    audit = aud.audit_scores(pos, neg, delta=1e-5, one_run=True, one_run_fractions=(1.0,))
+    bound = audit.lower_bounds["one_run"]
+    assert bound.details["guesses"] == 600
+    assert bound.details["correct"] > 550
+    assert bound.epsilon > 1.0
+
+
 @pytest.mark.parametrize("m", [1000, 10_000])
 def test_one_run_randomised_response_holds_its_level(m):
     reps, eps = 40, 1.0

@@ -30,6 +30,7 @@ from dpaudit.experiments.canaries.config import (
 )
 from dpaudit.experiments.canaries.design import balanced_membership, build_audit_set, query_augmentations
 from dpaudit.io import read_json
+from dpaudit.results import ReportSection
 
 
 def test_repository_params_section_matches_the_config_defaults(repo_root: Path) -> None:
@@ -182,6 +183,12 @@ def test_end_to_end_mislabeled_canaries_leak_more_and_dp_bounds_stay_valid(tmp_p
     dp = metrics["defences"]["dpsgd-z8"]
     assert dp["epsilon_lower"]["best_per_model"] <= min(dp["epsilon_upper"].values())
     assert (tmp_path / "plots/digits-canaries/roc.csv").is_file()
+    # The report's findings name the heuristic found by its kind, at the checks' level (1 % here).
+    described = ReportSection.load(audit.section_path).description
+    heuristic = metrics["defences"]["label-only"]["tpr"]["label_only"]["clean"]["0p01"]
+    assert f"label-only heuristic: population-style TPR at 1% FPR {heuristic['tpr']:.3g} " in described
+    assert f"({checks['heuristic_adaptive_ratio']:.3g}×)" in described
+    assert "undefended: TPR at 1% FPR on mislabeled canaries" in described
     assert dataclasses.is_dataclass(get_experiment("canaries").config_from_params(params))
 
 

@@ -299,3 +299,18 @@ def test_input_canaries_give_a_valid_bound(tmp_path: Path) -> None:
     assert manifest["sizes"]["padding"] == 0 and manifest["facts"]["input_dim"] == 5
     with pytest.raises(ValueError, match="onerun.train.canaries = 400: input canaries are pool records"):
         _run(tmp_path, {"canary_kind": "input", "canaries": 400})
+
+
+def test_break_is_read_and_named_by_its_params_key() -> None:
+    """``break`` is a Python keyword: the field is ``break_``, but params and errors say ``break``."""
+    from dpaudit.config import ParamsError
+    from dpaudit.experiments.onerun.config import config_from_params
+
+    config = config_from_params({"onerun": {"train": {"break": "noise_div10"}}})
+    assert config.train.break_ == "noise_div10"
+    with pytest.raises(ParamsError, match=r"'onerun\.train\.break' = 'sometimes'"):
+        config_from_params({"onerun": {"train": {"break": "sometimes"}}})
+    with pytest.raises(ParamsError, match=r"unknown key 'onerun\.train\.break_'.*\bbreak\b"):
+        config_from_params({"onerun": {"train": {"break_": "none"}}})
+    with pytest.raises(ParamsError, match=r"onerun\.train\.break"):
+        config_from_params({"onerun": {"train": {"break": "unclipped_layer", "canary_kind": "input"}}})

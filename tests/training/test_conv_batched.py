@@ -12,6 +12,7 @@ import pytest
 import tensorflow as tf
 
 from dpaudit.training import dpsgd, models, models_conv
+from dpaudit.training.dpsgd import cache as dpsgd_cache
 
 #: Patch matmul vs native convolution, or one chunk vs another: the same sums in another order
 #: (float32 rounding only).
@@ -88,11 +89,11 @@ def test_strategies_train_alike_at_zero_noise(monkeypatch: pytest.MonkeyPatch) -
         for a, b in zip(single, run(strategy, chunk), strict=True):
             np.testing.assert_allclose(b, a, atol=PATCH_ATOL)
     monkeypatch.setattr(models_conv, "UNROLL_TRIALS", 0)
-    dpsgd._CACHE.clear()  # the compiled steps above baked in the unrolled convolutions
+    dpsgd_cache._CACHE.clear()  # the compiled steps above baked in the unrolled convolutions
     try:
         patch = run("trials", 5)
     finally:
-        dpsgd._CACHE.clear()
+        dpsgd_cache._CACHE.clear()
     moved = False
     for a, b, c in zip(single, patch, p0, strict=True):
         np.testing.assert_allclose(b, a, atol=PATCH_ATOL)

@@ -8,6 +8,7 @@ import pytest
 import tensorflow as tf
 
 from dpaudit.training import dpsgd, models
+from dpaudit.training.dpsgd.cache import _get_step_function
 
 
 def small_problem(n: int = 40, seed: int = 0) -> tuple[models.Model, np.ndarray, np.ndarray]:
@@ -199,7 +200,7 @@ def test_one_trace_serves_calls_with_other_seeds_and_sizes() -> None:
     cfg = dpsgd.DPSGDConfig(1.0, 1.0, 0.1, 2, sampling_rate=0.3)
     obs = {"l": dpsgd.loss_observer([0, 1])}
     dpsgd.train_trials(model, X, y, np.ones((4, 60), bool), cfg, seed=1, observers=obs, chunk_size=4)
-    fn = dpsgd._get_step_function(
+    fn = _get_step_function(
         model, cfg, 4, tracked_rows=(), has_difference=False, observers={"l": dpsgd.loss_observer([0, 1])},
         jit_compile=False, injected=None, injector=None, gathered=True,
     ).get()  # fmt: skip

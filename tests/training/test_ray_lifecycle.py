@@ -73,7 +73,7 @@ def test_ray_starts_once_per_process_and_keeps_signal_handlers(no_ray, monkeypat
             second = shards.run_trials(model, X, y, mask, cfg, seed=3, chunk_size=4)
         assert calls == [None]  # one local Ray for both trainings
         # The model is put into the object store once, so each worker unpickles (and traces) it once.
-        assert [entry[0] for entry in shards._model_refs.values()] == [model]
+        assert [entry[0] for entry in ray_session._model_refs.values()] == [model]
         for res in (first, second):
             for p, q in zip(local.params, res.params, strict=True):
                 assert np.array_equal(p, q)

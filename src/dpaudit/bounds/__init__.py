@@ -11,8 +11,7 @@ so a stage depends only on the bound modules it runs.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from dpaudit.lazy import lazy_exports
 
 #: Where each public name lives (read by :mod:`dpaudit.deps` too, to follow these imports).
 _LAZY: dict[str, str] = {
@@ -64,13 +63,4 @@ _LAZY: dict[str, str] = {
 }
 
 __all__ = sorted(_LAZY)
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(_LAZY[name]), name)
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)

@@ -52,6 +52,7 @@ from dpaudit.bounds.empirical import (
     _as_scores,
     _check_confidence,
     _check_delta,
+    _split_scores,
     clopper_pearson_upper,
     epsilon_lower_from_scores,
     limit_level,
@@ -275,13 +276,9 @@ def _midpoint_counts(
         raise ValueError("threshold selection needs at least 2 in and 2 out scores")
     if not 0.0 < split_fraction < 1.0:
         raise ValueError(f"split_fraction must lie in (0, 1), got {split_fraction!r}")
-    rng = np.random.default_rng(seed)
-    pos, neg = rng.permutation(np.sort(pos)), rng.permutation(np.sort(neg))  # order-free: sort first
-    cut_pos = min(max(int(round(pos.size * split_fraction)), 1), pos.size - 1)
-    cut_neg = min(max(int(round(neg.size * split_fraction)), 1), neg.size - 1)
-    a, b = float(np.median(pos[:cut_pos])), float(np.median(neg[:cut_neg]))
+    pos_sel, pos_eval, neg_sel, neg_eval = _split_scores(pos, neg, split_fraction, seed)
+    a, b = float(np.median(pos_sel)), float(np.median(neg_sel))
     threshold = a / 2.0 + b / 2.0  # halves first: no overflow near ±1e308
-    pos_eval, neg_eval = pos[cut_pos:], neg[cut_neg:]
     fp = int(np.sum(neg_eval >= threshold))
     fn = int(np.sum(pos_eval < threshold))
     return threshold, fp, fn, neg_eval.size, pos_eval.size, limit_level(confidence)
@@ -304,7 +301,7 @@ def _one_run_sweep(
     per = 1.0 - (1.0 - confidence) / len(fractions)
     best: OneRunBound | None = None
     for fraction in fractions:
-        k = max(1, int(round(fraction * scores.size / 2)))
+        k = max(1, min(scores.size // 2, int(round(fraction * scores.size / 2))))  # k₊ + k₋ ≤ m, m odd too
         bound = one_run_lower_bound(
             scores, included, k_positive=k, k_negative=k, delta=delta, confidence=per, seed=seed
         )

@@ -304,6 +304,22 @@ def _bounds_at(
     )
 
 
+def _split_scores(
+    pos: np.ndarray, neg: np.ndarray, split_fraction: float, seed: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A random share ``split_fraction`` of each class (at least one score, never all) to choose a
+    threshold on, and the rest to count at it: (pos_select, pos_count, neg_select, neg_count).
+
+    Sorting before the seeded permutation makes the split a function of the multiset of scores, not
+    of their order.
+    """
+    rng = np.random.default_rng(seed)
+    pos, neg = rng.permutation(np.sort(pos)), rng.permutation(np.sort(neg))
+    cut_pos = min(max(int(round(pos.size * split_fraction)), 1), pos.size - 1)
+    cut_neg = min(max(int(round(neg.size * split_fraction)), 1), neg.size - 1)
+    return pos[:cut_pos], pos[cut_pos:], neg[:cut_neg], neg[cut_neg:]
+
+
 def select_threshold(
     pos: np.ndarray,
     neg: np.ndarray,
@@ -331,13 +347,8 @@ def select_threshold(
             raise ValueError("method 'split' needs at least 2 positive and 2 negative scores")
         if not 0.0 < split_fraction < 1.0:
             raise ValueError(f"split_fraction must lie in (0, 1), got {split_fraction!r}")
-        rng = np.random.default_rng(seed)
-        # Sorting first makes the split a function of the multiset of scores, not of their order.
-        pos, neg = rng.permutation(np.sort(pos)), rng.permutation(np.sort(neg))
-        cut_pos = min(max(int(round(pos.size * split_fraction)), 1), pos.size - 1)
-        cut_neg = min(max(int(round(neg.size * split_fraction)), 1), neg.size - 1)
-        pos_sel, pos_eval = np.sort(pos[:cut_pos]), np.sort(pos[cut_pos:])
-        neg_sel, neg_eval = np.sort(neg[:cut_neg]), np.sort(neg[cut_neg:])
+        parts = _split_scores(pos, neg, split_fraction, seed)
+        pos_sel, pos_eval, neg_sel, neg_eval = (np.sort(part) for part in parts)
         thresholds = _candidate_thresholds(pos_sel, neg_sel, max_thresholds)
         level = limit_level(confidence, limits)
         fp, fn = threshold_counts(pos_sel, neg_sel, thresholds)

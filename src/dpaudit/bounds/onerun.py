@@ -31,7 +31,7 @@ from scipy.optimize import brentq
 from scipy.special import ndtr, ndtri
 
 from dpaudit.bounds.empirical import _as_scores, _check_confidence, _check_delta
-from dpaudit.bounds.steinke import one_run_lower_bound
+from dpaudit.bounds.steinke import epsilon_from_guesses, ordered_inclusion
 from dpaudit.bounds.tradeoff import gdp_epsilon
 
 __all__ = [
@@ -95,18 +95,6 @@ def guess_pairs(canaries: int, guess_fractions: Sequence[float]) -> list[tuple[i
         if (k, k) not in pairs:
             pairs.append((k, k))
     return pairs
-
-
-def _ordered(scores: np.ndarray, included: np.ndarray, seed: int) -> np.ndarray:
-    """``included`` sorted by score, ties broken at random from ``seed`` (canonical first).
-
-    Same rule as :func:`one_run_lower_bound`: the pairs are put in a canonical order before the
-    seeded tie-break, so the order depends only on the multiset of pairs and the seed.
-    """
-    canonical = np.lexsort((included, scores))
-    s, inc = scores[canonical], included[canonical]
-    tie_break = np.random.default_rng(seed).random(s.size)
-    return inc[np.lexsort((tie_break, s))]
 
 
 def _fdp_rejected(mu: np.ndarray, guesses: int, correct: int, canaries: int, level: float) -> np.ndarray:
@@ -191,20 +179,15 @@ def audit_one_run(
     m = s.size
     pairs = guess_pairs(m, guess_fractions)
     per_confidence = 1.0 - (1.0 - confidence) / len(pairs)
-    ordered = _ordered(s, inc, seed) if analysis == "fdp_gaussian" else None
+    ordered = ordered_inclusion(s, inc, seed)  # the guesses of every pair: top k₊ "in", bottom k₋ "out"
     best: tuple[float, int, int, int, int] | None = None
     for k_pos, k_neg in pairs:
+        guesses = k_pos + k_neg
+        correct = int(ordered[m - k_pos :].sum()) + int((~ordered[:k_neg]).sum())
         if analysis == "steinke":
-            bound = one_run_lower_bound(
-                s, inc, k_positive=k_pos, k_negative=k_neg, delta=delta, confidence=per_confidence, seed=seed
-            )
-            eps, guesses, correct = bound.epsilon, bound.guesses, bound.correct
+            eps = epsilon_from_guesses(guesses, correct, m, delta, per_confidence)
         else:
-            assert ordered is not None
-            guesses = k_pos + k_neg
-            correct = int(ordered[m - k_pos :].sum()) + int((~ordered[:k_neg]).sum())
-            mu = fdp_gaussian_mu_lower(guesses, correct, m, 1.0 - per_confidence)
-            eps = gdp_epsilon(mu, delta)
+            eps = gdp_epsilon(fdp_gaussian_mu_lower(guesses, correct, m, 1.0 - per_confidence), delta)
         if best is None or eps > best[0]:
             best = (float(eps), guesses, correct, k_pos, k_neg)
     assert best is not None

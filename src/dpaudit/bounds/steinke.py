@@ -12,7 +12,13 @@ from scipy.stats import binom
 
 from dpaudit.bounds.empirical import _as_scores, _check_confidence, _check_delta
 
-__all__ = ["OneRunBound", "one_run_lower_bound", "one_run_p_value"]
+__all__ = [
+    "OneRunBound",
+    "epsilon_from_guesses",
+    "one_run_lower_bound",
+    "one_run_p_value",
+    "ordered_inclusion",
+]
 
 
 def one_run_p_value(
@@ -87,29 +93,45 @@ def one_run_lower_bound(
         raise ValueError(
             f"need k_positive, k_negative >= 0 with 0 < sum <= {m}, got {k_positive}, {k_negative}"
         )
-    canonical = np.lexsort((inc, s))
-    s, inc = s[canonical], inc[canonical]
-    tie_break = np.random.default_rng(seed).random(m)
-    order = np.lexsort((tie_break, s))
-    correct = int(np.sum(inc[order[m - k_positive :]])) if k_positive else 0
-    correct += int(np.sum(~inc[order[:k_negative]])) if k_negative else 0
+    ordered = ordered_inclusion(s, inc, seed)
+    correct = int(np.sum(ordered[m - k_positive :])) if k_positive else 0
+    correct += int(np.sum(~ordered[:k_negative])) if k_negative else 0
     guesses = k_positive + k_negative
+    epsilon = epsilon_from_guesses(guesses, correct, m, delta, confidence)
+    return OneRunBound(epsilon, guesses, correct, m, confidence)
+
+
+def ordered_inclusion(scores: np.ndarray, included: np.ndarray, seed: int) -> np.ndarray:
+    """``included`` sorted by score, ties broken at random from ``seed``, independently of ``included``.
+
+    The pairs are first put in a canonical order, so the result depends only on the multiset of
+    (score, included) pairs and ``seed``, whatever the input order.
+    """
+    canonical = np.lexsort((included, scores))
+    s, inc = scores[canonical], included[canonical]
+    tie_break = np.random.default_rng(seed).random(s.size)
+    return inc[np.lexsort((tie_break, s))]
+
+
+def epsilon_from_guesses(guesses: int, correct: int, canaries: int, delta: float, confidence: float) -> float:
+    """Largest ε whose p-value (:func:`one_run_p_value`) of ``correct`` of ``guesses`` stays below
+    1 − ``confidence`` (bisection to 1e-6; capped where doubling passes 1e3); 0 if none does."""
     p_level = 1.0 - confidence
 
     def rejected(eps: float) -> bool:
-        return bool(one_run_p_value(guesses, correct, eps, delta, m)[0] < p_level)
+        return bool(one_run_p_value(guesses, correct, eps, delta, canaries)[0] < p_level)
 
     if not rejected(0.0):
-        return OneRunBound(0.0, guesses, correct, m, confidence)
+        return 0.0
     lo, hi = 0.0, 1.0
     while rejected(hi):
         lo, hi = hi, hi * 2.0
         if hi > 1e3:
-            return OneRunBound(lo, guesses, correct, m, confidence)
+            return lo
     while hi - lo > 1e-6:
         mid = 0.5 * (lo + hi)
         if rejected(mid):
             lo = mid
         else:
             hi = mid
-    return OneRunBound(lo, guesses, correct, m, confidence)
+    return lo

@@ -44,8 +44,6 @@ from dpaudit.cli.scores import (
 
 __all__ = ["COMMANDS", "CliError", "Command", "build_parser", "load_losses", "main", "register"]
 
-
-
 COMMANDS: dict[str, Command] = {}
 
 

@@ -9,7 +9,7 @@ files, :mod:`dpaudit.deps`):
   names the stage and the input;
 - :mod:`.audits`: the ``audits`` section (:func:`audit_from_params`, :func:`audits_from_params`,
   :func:`load_audit`);
-- :mod:`.check`: the ``check`` stage (:func:`check_params`, :func:`run_check`);
+- :mod:`.check`: the ``check`` stage (:func:`check_params`, :func:`run_check`, :func:`run_validate`);
 - :mod:`.train`: ``train@<audit>``; :mod:`.stages`: ``losses``, ``attack`` and ``bounds``.
 
 The names below are importable from ``dpaudit.pipeline`` itself; each is loaded from its submodule
@@ -18,8 +18,7 @@ on first use (:data:`_LAZY`), so importing the package loads nothing else.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from dpaudit.lazy import lazy_exports
 
 #: Where each public name lives (read by :mod:`dpaudit.deps` too, to follow these imports).
 _LAZY: dict[str, str] = {
@@ -31,6 +30,7 @@ _LAZY: dict[str, str] = {
     "CHECK_CONTENT": "dpaudit.pipeline.check",
     "check_params": "dpaudit.pipeline.check",
     "run_check": "dpaudit.pipeline.check",
+    "run_validate": "dpaudit.pipeline.check",
     "validate": "dpaudit.pipeline.check",
     "run_train": "dpaudit.pipeline.train",
     "run_losses": "dpaudit.pipeline.stages",
@@ -39,13 +39,4 @@ _LAZY: dict[str, str] = {
 }
 
 __all__ = sorted(_LAZY)
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(_LAZY[name]), name)
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)

@@ -28,7 +28,7 @@ class AuditEntry:
     experiment: str
 
 
-def _audit(key: str, raw: Any, datasets: list[str], known: Collection[str]) -> Audit:
+def _audit(key: str, raw: Any, datasets: list[str], known: Collection[str], root: Path = Path(".")) -> Audit:
     """Validate one entry of ``audits``: shape, experiment, dataset and the key itself."""
     where = f"audits.{key}"
     if not isinstance(raw, Mapping):
@@ -52,7 +52,7 @@ def _audit(key: str, raw: Any, datasets: list[str], known: Collection[str]) -> A
         f"an audit's key must be <dataset>-<experiment>, here '{expected}': the stages write "
         f"results/{expected}.json and data/train/{entry.dataset}/{entry.experiment}/",
     )
-    return Audit(dataset=entry.dataset, experiment=entry.experiment)
+    return Audit(dataset=entry.dataset, experiment=entry.experiment, root=root)
 
 
 def _datasets(params: Mapping[str, Any]) -> list[str]:
@@ -89,8 +89,7 @@ def audit_from_params(params: Mapping[str, Any], name: str, root: Path = Path(".
     audits = section(params, "audits")
     if name not in audits:
         raise ParamsError(f"params: audit '{name}' is not listed under 'audits' (known: {', '.join(audits)})")
-    audit = _audit(name, audits[name], _datasets(params), _experiment_packages())
-    return Audit(dataset=audit.dataset, experiment=audit.experiment, root=root)
+    return _audit(name, audits[name], _datasets(params), _experiment_packages(), root)
 
 
 def load_audit(params: Mapping[str, Any], name: str, root: Path = Path(".")) -> tuple[Audit, Experiment, Any]:

@@ -130,6 +130,20 @@ def _null_values_parametric(
     return np.where(constant, 0.0, values)
 
 
+def _check_count(value: int, name: str, minimum: int) -> None:
+    """Reject anything but an integer (bools excluded) of at least ``minimum``."""
+    if isinstance(value, bool) or int(value) != value or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+
+
+def _check_null_args(method: str, variant: str, permutations: int) -> None:
+    """The argument checks that :func:`epsilon_star_null` and :func:`epsilon_star_with_null` share."""
+    if method not in ("parametric", "empirical"):
+        raise ValueError(f"method must be 'parametric' or 'empirical', got {method!r}")
+    _check_variant(variant)
+    _check_count(permutations, "permutations", 1)
+
+
 def epsilon_star_null(
     member_losses: np.ndarray,
     nonmember_losses: np.ndarray,
@@ -147,11 +161,7 @@ def epsilon_star_null(
     values. δ defaults to 1/(n ln n) of the member count, as for the point value. Vectorised over the
     permutations; written by hand (no library permutes a two-sample statistic with this sweep).
     """
-    if method not in ("parametric", "empirical"):
-        raise ValueError(f"method must be 'parametric' or 'empirical', got {method!r}")
-    _check_variant(variant)
-    if isinstance(permutations, bool) or int(permutations) != permutations or permutations < 1:
-        raise ValueError(f"permutations must be an integer >= 1, got {permutations!r}")
+    _check_null_args(method, variant, permutations)
     members = _as_losses(member_losses, "member_losses")
     nonmembers = _as_losses(nonmember_losses, "nonmember_losses")
     delta = _resolve_delta(delta, members.size)
@@ -211,16 +221,11 @@ def epsilon_star_with_null(
     The parametric resamples use a 2000-point threshold grid (the point value keeps 20 000) and
     skip the KS diagnostic. δ defaults to 1/(n ln n) of the full member count, for every resample.
     """
-    if method not in ("parametric", "empirical"):
-        raise ValueError(f"method must be 'parametric' or 'empirical', got {method!r}")
-    _check_variant(variant)
-    if isinstance(permutations, bool) or int(permutations) != permutations or permutations < 1:
-        raise ValueError(f"permutations must be an integer >= 1, got {permutations!r}")
-    null_critical_rank(int(permutations), null_quantile)
+    _check_null_args(method, variant, permutations)
+    rank = null_critical_rank(int(permutations), null_quantile)
     if not 0.0 < spread_level < 1.0:
         raise ValueError(f"spread_level must lie in (0, 1), got {spread_level!r}")
-    if isinstance(n_bootstrap, bool) or int(n_bootstrap) != n_bootstrap or n_bootstrap < 0:
-        raise ValueError(f"n_bootstrap must be an integer >= 0, got {n_bootstrap!r}")
+    _check_count(n_bootstrap, "n_bootstrap", 0)
     members = _as_losses(member_losses, "member_losses")
     nonmembers = _as_losses(nonmember_losses, "nonmember_losses")
     delta = _resolve_delta(delta, members.size)
@@ -239,7 +244,6 @@ def epsilon_star_with_null(
         point = epsilon_star_parametric(members, nonmembers, delta, variant=variant)
     else:
         point = epsilon_star_empirical(members, nonmembers, delta, variant=variant)
-    rank = null_critical_rank(permutations, null_quantile)
     null = epsilon_star_null(members, nonmembers, delta, method, variant, permutations, seed)
     null_high = float(np.sort(null)[rank - 1])
     low = high = float("nan")

@@ -9,8 +9,10 @@ defence, and a privacy–utility scatter with DP-SGD as a curve (their Fig. 1 st
 from __future__ import annotations
 
 from dpaudit.experiments.base import BoundsResult, TrainManifest
-from dpaudit.experiments.canaries.bounds import level_tag
+from dpaudit.experiments.canaries.attack import LABEL_ONLY
+from dpaudit.experiments.canaries.bounds import check_level, level_tag
 from dpaudit.experiments.canaries.config import CanariesConfig
+from dpaudit.experiments.canaries.design import DEFENCE_KINDS
 from dpaudit.layout import Audit
 from dpaudit.results import AuditBlocks, ReportSection, annotate, audit_section, percent
 
@@ -30,6 +32,8 @@ def section(
     ctx = result.context
     levels = [float(v) for v in ctx["levels"]]
     checks = ctx["checks"]
+    level1 = check_level(levels)  # the level of the acceptance checks and of the privacy-utility plot
+    check_tag, at = level_tag(level1), percent(level1)
     blocks = AuditBlocks(audit.name)
     defences = result.metrics["defences"]
     columns = ["defence", "test accuracy", "most vulnerable type"]
@@ -92,33 +96,34 @@ def section(
         ),
         blocks.figure(
             "privacy-utility",
-            "Privacy–utility: best canary-level TPR at 1% FPR vs test accuracy (DP-SGD as a curve)",
+            f"Privacy–utility: best canary-level TPR at {at} FPR vs test accuracy (DP-SGD as a curve)",
             "scatter",
             "privacy_utility.csv",
             "test_accuracy",
             ["canary_tpr"],
             "test accuracy (mean over models)",
-            "best canary TPR at 1% FPR",
+            f"best canary TPR at {at} FPR",
             highlight="dpsgd",
             caption="Aerni et al.: DP-SGD at utility-first settings vs a heuristic at similar accuracy.",
         ),
     ]
-    tag = level_tag(0.01)
     facts = manifest.facts
     sizes = manifest.sizes
     findings = []
     if "undefended_mislabeled_over_clean" in checks:
         findings.append(
-            "undefended: TPR at 1% FPR on mislabeled canaries is "
+            f"undefended: TPR at {at} FPR on mislabeled canaries is "
             f"{checks['undefended_mislabeled_over_clean']:.3g}× that on clean records"
         )
-    if "heuristic_adaptive_ratio" in checks:
-        h = defences["label-only"]["tpr"]["label_only"]
+    # The heuristic is found by its kind (as the bounds stage does), not by the defence's name.
+    heuristic = next((n for n, i in ctx["defences"].items() if DEFENCE_KINDS[i["kind"]].label_only), None)
+    if heuristic is not None and "heuristic_adaptive_ratio" in checks:
+        h = defences[heuristic]["tpr"][LABEL_ONLY]["clean"][check_tag]
         findings.append(
-            f"label-only heuristic: population-style TPR at 1% FPR {h['clean'][tag]['tpr']:.3g} "
-            f"(interval {h['clean'][tag]['low']:.3g}–{h['clean'][tag]['high']:.3g}); the adaptive label-only "
-            f"attack reaches {defences['label-only']['headline'][f'canary_tpr_at_fpr_{tag}']:.3g} on "
-            f"{ctx['defences']['label-only']['worst']} canaries ({checks['heuristic_adaptive_ratio']:.3g}×)"
+            f"label-only heuristic: population-style TPR at {at} FPR {h['tpr']:.3g} "
+            f"(interval {h['low']:.3g}–{h['high']:.3g}); the adaptive label-only attack reaches "
+            f"{defences[heuristic]['headline'][f'canary_tpr_at_fpr_{check_tag}']:.3g} on "
+            f"{ctx['defences'][heuristic]['worst']} canaries ({checks['heuristic_adaptive_ratio']:.3g}×)"
         )
     findings.append(
         f"{int(checks['dp_bounds_above_accountant'])} of {int(checks['dp_bounds'])} DP-SGD ε lower bounds "

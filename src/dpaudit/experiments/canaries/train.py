@@ -77,7 +77,8 @@ def train(config: CanariesConfig, audit: Audit, out_dir: Path) -> TrainManifest:
     cfg = DPSGDConfig(None, 0.0, tp.learning_rate, steps, tp.sampling_rate)
     result = train_trials(model, X, y, mask, cfg, seed=seed, desc=f"train {audit.name} undefended")
     stacked = {f"p{i}": np.asarray(p, np.float32) for i, p in enumerate(result.params)}
-    write_npz(out_dir / weights_file("undefended"), stacked)
+    baseline = next(d for d in defences if d.spec.undefended)  # the undefended models' weights
+    write_npz(out_dir / weights_file(baseline.weights), stacked)
     seconds["undefended"] = time.perf_counter() - t0
     if dp:
         t0 = time.perf_counter()

@@ -43,7 +43,7 @@ def headline_index(strategies: list[Strategy], target: float) -> int:
     ]
     if targets:
         return min(targets)[1]
-    dp = [i for i, s in enumerate(strategies) if s.kind == "dp"]
+    dp = [i for i, s in enumerate(strategies) if s.spec.private]
     return dp[0] if dp else 0
 
 

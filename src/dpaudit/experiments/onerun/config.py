@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from dpaudit.config import ParamsError, dataset_entry, from_mapping, require, section
+from dpaudit.config import dataset_entry, from_mapping, require, section
 from dpaudit.experiments.params import LevelParams, TrainingKnobs
 
 CanaryKind = Literal["gradient", "input"]
@@ -32,8 +32,9 @@ Accountant = Literal["rdp", "pld"]
 #: The fewest canaries an audit may use: fewer give no bound worth stating (and the curve's smallest
 #: point needs at least this many as well).
 MIN_CANARIES = 10
-#: ``break`` is a Python keyword, so the dataclass field is ``break_``; params and errors say ``break``.
-BREAK_KEY, BREAK_FIELD = "break", "break_"
+#: ``break`` is a Python keyword, so the dataclass field is ``break_``; params and errors say ``break``
+#: (the field's ``metadata["key"]``, read by :func:`dpaudit.config.from_mapping`).
+BREAK_KEY = "break"
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,7 @@ class TrainParams(TrainingKnobs):
     seed: int = 0
     canaries: int = 1000
     canary_kind: CanaryKind = "gradient"
-    break_: Break = "none"
+    break_: Break = field(default="none", metadata={"key": BREAK_KEY})
     epsilon: float | None = 4.0
     noise_multiplier: float | None = None
     delta: float = 1e-5
@@ -178,17 +179,4 @@ def config_from_params(params: Mapping[str, Any]) -> OneRunConfig:
     ``train.break`` is read into the field ``break_`` (``break`` is a Python keyword); errors name it
     ``onerun.train.break``.
     """
-    raw = dict(section(params, "onerun"))
-    train = raw.get("train")
-    if isinstance(train, Mapping):
-        if BREAK_FIELD in train:
-            raise ParamsError(f"params: unknown key 'onerun.train.{BREAK_FIELD}' (the key is '{BREAK_KEY}')")
-        raw["train"] = {(BREAK_FIELD if k == BREAK_KEY else k): v for k, v in train.items()}
-    try:
-        return from_mapping(OneRunConfig, raw, "onerun")
-    except ParamsError as exc:
-        message = str(exc).replace(f"train.{BREAK_FIELD}'", f"train.{BREAK_KEY}'")
-        message = message.replace(f" {BREAK_FIELD},", f" {BREAK_KEY},").replace(
-            f", {BREAK_FIELD}", f", {BREAK_KEY}"
-        )
-        raise ParamsError(message) from None
+    return from_mapping(OneRunConfig, section(params, "onerun"), "onerun")

@@ -41,7 +41,6 @@ The step's phases live in modules named after them: :mod:`.config` (what a run i
 and :mod:`.train` (:func:`train_trials`, the loop over chunks and step blocks).
 """
 
-from dpaudit.training.dpsgd.cache import _CACHE, _CACHE_SIZE, _callable_key, _get_step_function
 from dpaudit.training.dpsgd.config import (
     Batching,
     DPSGDConfig,
@@ -55,7 +54,6 @@ from dpaudit.training.dpsgd.observers import (
     Injector,
     Observer,
     StepState,
-    _Lazy,
     loss_observer,
     privatized_sum_observer,
 )
@@ -63,37 +61,16 @@ from dpaudit.training.dpsgd.plan import (
     SMALL_BATCH_CHUNK,
     SMALL_BATCH_ROWS,
     Strategy,
-    _has_conv,
-    _layout,
-    _released_plan,
-    _ReleasedPlan,
-    _rows_per_step,
     chunk_layout,
     default_chunk_size,
     poisson_batch_bound,
     select_strategy,
 )
-from dpaudit.training.dpsgd.step import (
-    _SLOT_BATCH,
-    _SLOT_INJECTED,
-    _SLOT_INJECTOR,
-    _clip_per_trial,
-    _flat_sq_norm,
-    _Pass,
-    _per_trial,
-    _seed,
-    _StepFunction,
-)
-from dpaudit.training.dpsgd.train import TrainingStoppedError, _pad, train_trials
+from dpaudit.training.dpsgd.train import TrainingStoppedError, train_trials
 
 __all__ = [
     "SMALL_BATCH_CHUNK",
     "SMALL_BATCH_ROWS",
-    "_CACHE",
-    "_CACHE_SIZE",
-    "_SLOT_BATCH",
-    "_SLOT_INJECTED",
-    "_SLOT_INJECTOR",
     "Batching",
     "DPSGDConfig",
     "InjectedGradient",
@@ -106,21 +83,6 @@ __all__ = [
     "TrackedRecords",
     "TrainResult",
     "TrainingStoppedError",
-    "_Lazy",
-    "_Pass",
-    "_ReleasedPlan",
-    "_StepFunction",
-    "_callable_key",
-    "_clip_per_trial",
-    "_flat_sq_norm",
-    "_get_step_function",
-    "_has_conv",
-    "_layout",
-    "_pad",
-    "_per_trial",
-    "_released_plan",
-    "_rows_per_step",
-    "_seed",
     "chunk_layout",
     "default_chunk_size",
     "loss_observer",
