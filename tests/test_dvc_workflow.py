@@ -311,8 +311,9 @@ def test_removing_an_audit_reruns_the_report(edit: Any) -> None:
 #: Modules outside training/, data/, sensitivity/ and an experiment's own config/design/train modules
 #: that a train stage really runs, so editing them retrains (DVC's foreach gives every audit the same
 #: deps, so a module one experiment's training imports is a dep of every train stage):
-#: the stage runner and the shared plumbing (params, paths, I/O, logging, the manifest's types, the
-#: experiment registry, shared model and defence choices, seeds and world draws of experiments/game.py);
+#: the stage runner and the shared plumbing (params, paths, I/O, logging, lazy package exports, the
+#: manifest's types, the experiment registry, shared model and defence choices, seeds and world draws
+#: of experiments/game.py);
 #: the accountants (the noise multiplier is calibrated from the target ε, and δ's default);
 #: identifiability's DI adversary, which observes every training step (attacks/di.py with the
 #: advantage and belief formulas it needs, attacks/membership.py for the MI baseline it computes in
@@ -322,6 +323,7 @@ TRAIN_SHARED = {
     "src/dpaudit/__init__.py",
     "src/dpaudit/config.py",
     "src/dpaudit/io.py",
+    "src/dpaudit/lazy.py",
     "src/dpaudit/layout.py",
     "src/dpaudit/logs.py",
     "src/dpaudit/results.py",
