@@ -95,6 +95,7 @@ def trainer_scores(rho_beta: float, n: int, seed: int) -> tuple[np.ndarray, np.n
     """(in, out, z, seconds): DI log-odds of D from n trained models per world."""
     from dpaudit.attacks import di
     from dpaudit.training import dpsgd, models
+    from dpaudit.training.dpsgd.difference import di_observer
 
     rng = np.random.default_rng(seed)
     records, features = 200, 14
@@ -125,7 +126,7 @@ def trainer_scores(rho_beta: float, n: int, seed: int) -> tuple[np.ndarray, np.n
         cfg,
         seed=seed,
         tracked=dpsgd.TrackedRecords((0,), (1.0,)),
-        observers={"di": di.di_observer()},
+        observers={"di": di_observer()},
     )
     seconds = time.perf_counter() - start
     outcome = di.run_di(res.records["di.dot"], res.records["di.dd"], res.records["di.sigma"], world, rho_beta)

@@ -51,9 +51,9 @@ ADULT_Z, ADULT_C, ADULT_LR = 8.14, 3.0, 0.005
 
 def workload(trials: int) -> tuple:
     """Model, pool, labels, membership masks, config and keyword arguments of the DI training."""
-    from dpaudit.attacks import di
     from dpaudit.data.parsers import parse_adult
     from dpaudit.training import dpsgd, models
+    from dpaudit.training.dpsgd.difference import di_observer
 
     vendor = ROOT / "data" / "vendor" / "adult"
     d = parse_adult(vendor / "adult.data.gz", vendor / "adult.test.gz")
@@ -68,7 +68,7 @@ def workload(trials: int) -> tuple:
     mask[world == 0, n] = True
     model = models.model_for_dataset("adult", (X.shape[1],), 2)
     cfg = dpsgd.DPSGDConfig(ADULT_C, ADULT_Z, ADULT_LR, 30, noise_scale="local", normalizer=1000.0)
-    kw = {"tracked": dpsgd.TrackedRecords((0, n), (1.0, -1.0)), "observers": {"di": di.di_observer()}}
+    kw = {"tracked": dpsgd.TrackedRecords((0, n), (1.0, -1.0)), "observers": {"di": di_observer()}}
     return model, pool, ypool, mask, cfg, kw
 
 

@@ -16,23 +16,18 @@ Workloads (the headline bound of each audit, as its report states it):
    bound from every step's canary projection, 95 % joint);
 2. ``digits-identifiability``: identifiability audit (Bernau et al. 2021) at ρβ = 0.99 (ε = ln 99),
    local sensitivity, bounded neighbours, 30 full-batch steps; headline GDP bound (95 % joint);
-3. ``mnist-F``: F's trainer on the mnist CNN (the mirror's test split as population,
-   ``DPAUDIT_DATA_MIRROR`` or ``/work/shared/datasets``; the instantiation audit's mnist CNN). The
-   pipeline's F cannot run on this CNN: Crafter 4 puts the canary on the coordinates the malicious
-   dataset updates least, which are convolution weights here, and the trainer releases dense-layer
-   coordinates only. So this workload measures F's training itself — the same malicious dataset,
-   canary, gate, noise and observer as ``play_malicious_dataset``, through ``train_trials`` without
-   ``released`` (every coordinate's noise drawn) — on ``--mnist-trials`` trials per world, one model
-   at a time and in the default layout (small batches: a few trials a chunk), and *projects* the
-   time to proof:
-   F's statistic sees the privatized sums at the canary coordinates of a model that never moves, so
-   the trials it needs are those of adult-F (same q, T, z, C and canary size), at the measured mnist
-   seconds per trial plus adult-F's statistics seconds.
+3. ``mnist-F``: the same instantiation audit, threat model F, on the mnist CNN (the mirror's test split
+   as population, ``DPAUDIT_DATA_MIRROR`` or ``/work/shared/datasets``). Crafter 4 puts the canary on
+   the coordinates the malicious dataset updates least, first-layer convolution weights on this CNN;
+   the trainer releases the privatized sums at those coordinates only (``train_trials(released=...)``
+   on convolution entries), in its default layout for a CNN on CPU with small batches (a few trials a
+   chunk).
 
     python benchmarks/bench_time_to_proof.py [--quick] [--out results.json]
 
-Ladders double from 25 trials per world; ``--quick`` stops them at 800 (F) and 400
-(identifiability) trials per world and trains 20 mnist trials per world.
+Ladders double from 25 trials per world; ``--quick`` stops them at 800 (adult F), 400 (identifiability)
+and 400 (mnist F) trials per world. ``--start`` skips the rungs below a number of trials per world
+(e.g. to time mnist F where adult F reached the target).
 """
 
 from __future__ import annotations
@@ -41,6 +36,7 @@ import argparse
 import copy
 import json
 import os
+import resource
 import shutil
 import statistics
 import tempfile
@@ -88,6 +84,13 @@ def _instantiation_f(p: dict[str, Any], trials: int) -> None:
 
 
 def _f_headline(metrics: dict[str, Any]) -> tuple[float, float]:
+    """(headline ε lower bound, ε_PLD) at ε = 2: the results table's headline where the results carry
+    one (``headline``, with ε_PLD in the ``setting=eps2`` group), else F's cell (``F.eps2``)."""
+    if "headline" in metrics:
+        pld = metrics.get("setting=eps2", {}).get("epsilon_upper_pld")
+        if pld is None:
+            raise KeyError("results have a headline but no epsilon_upper_pld in group setting=eps2")
+        return float(metrics["headline"]["eps2"]["epsilon_lower"]), float(pld)
     cell = metrics["F"]["eps2"]
     return float(cell["epsilon_lower_family"]), float(cell["epsilon_pld"])
 
@@ -100,25 +103,21 @@ def _identifiability(p: dict[str, Any], trials: int) -> None:
 
 
 def _gdp_headline(metrics: dict[str, Any]) -> tuple[float, float]:
-    settings = [
-        s
-        for by_rho in metrics.values()
-        if isinstance(by_rho, dict)
-        for s in by_rho.values()
-        if isinstance(s, dict) and "gdp_over_pld" in s
-    ]
-    if len(settings) != 1:
-        raise ValueError(f"expected one identifiability setting in the results, found {len(settings)}")
-    setting = settings[0]
-    pld = float(setting["epsilon_pld"])
-    return float(setting["gdp_over_pld"]) * pld, pld
+    """(GDP ε lower bound of the DI adversary, ε_PLD) of the one identifiability setting: the
+    results' ``setting=<s>/attack=di`` group and the accountants of ``setting=<s>``."""
+    di_groups = [g for g in metrics if g.endswith("/attack=di") and "epsilon_lower_gdp" in metrics[g]]
+    if len(di_groups) != 1:
+        raise ValueError(f"expected one identifiability setting in the results, found {len(di_groups)}")
+    setting = di_groups[0].rsplit("/", 1)[0]
+    return float(metrics[di_groups[0]]["epsilon_lower_gdp"]), float(metrics[setting]["epsilon_upper_pld"])
 
 
 def workloads(quick: bool) -> dict[str, Workload]:
     f_ladder = (25, 50, 100, 200, 400, 800, 1600, 3200, 6400)
     di_ladder = (25, 50, 100, 200, 400, 800, 1600)
+    mnist_ladder = f_ladder
     if quick:
-        f_ladder, di_ladder = f_ladder[:6], di_ladder[:5]
+        f_ladder, di_ladder, mnist_ladder = f_ladder[:6], di_ladder[:5], f_ladder[:5]
     return {
         "adult-F": Workload("adult-F", "adult", "instantiation", _instantiation_f, _f_headline, f_ladder),
         "digits-identifiability": Workload(
@@ -130,7 +129,7 @@ def workloads(quick: bool) -> dict[str, Workload]:
             di_ladder,
             needs_sensitivity=True,
         ),  # fmt: skip
-        "mnist-F": Workload("mnist-F", "mnist", "instantiation", _instantiation_f, _f_headline, ()),
+        "mnist-F": Workload("mnist-F", "mnist", "instantiation", _instantiation_f, _f_headline, mnist_ladder),
     }
 
 
@@ -182,74 +181,14 @@ def run_audit(root: Path, base: dict[str, Any], w: Workload, trials: int, seed: 
         "trainer_s": t1 - t0,
         "statistics_s": t2 - t1,
         "load_average": os.getloadavg()[0],
+        "peak_rss_mb": peak_rss_mb(),
     }
 
 
-#: Trial layouts of F's training on the mnist CNN: (label, strategy, trials per chunk).
-#: ``auto`` is :func:`~dpaudit.training.dpsgd.select_strategy`'s choice (F's 27 padded rows per step:
-#: ``SMALL_BATCH_CHUNK`` trials a chunk on CPU).
-MNIST_LAYOUTS: tuple[tuple[str, str, int | None], ...] = (
-    ("one_at_a_time", "single", 1),
-    ("auto", "auto", None),
-)
-
-
-def mnist_f_trainer(
-    root: Path, base: dict[str, Any], w: Workload, trials: int, layouts: tuple = MNIST_LAYOUTS
-) -> dict[str, Any]:
-    """Seconds of F's training on the mnist CNN for ``trials`` per world (see the module docstring)
-    per trial layout (each after an untimed 2-step warm-up that traces its step), and the canary's
-    layer."""
-    import numpy as np
-
-    from dpaudit.attacks.gradient_canary import canary_gradient, smallest_update_coordinates
-    from dpaudit.bounds.accountants import calibrate_noise_multiplier
-    from dpaudit.experiments.instantiation.design import balanced_inserted
-    from dpaudit.experiments.instantiation.design import threat_models as tm
-    from dpaudit.experiments.instantiation.train import build_game, cell_seed
-    from dpaudit.training.dpsgd import InjectedGradient, privatized_sum_observer, train_trials
-
-    p = audit_params(base, w, trials)
-    prepare(root, p, w)
-    audit, experiment, config = pipeline.load_audit(p, f"{w.dataset}-{w.experiment}", root)
-    tp = config.train
-    game = build_game(config, audit)
-    model = game.model
-    z = calibrate_noise_multiplier(2.0, tp.delta, tp.sampling_rate, tp.steps, tp.calibration_accountant)
-    seed = cell_seed(tp.seed, "F", 2.0)
-    inserted = balanced_inserted(trials, [seed, 1])
-    params0 = model.init(1, seed)
-    X, y = tm.craft_malicious_dataset(model, params0, tp.malicious_size, game.lo, game.hi, seed)
-    mass = tm.clipped_gradient_mass(model, params0, X, y, game.clip_norm)
-    coords = smallest_update_coordinates(mass, tp.malicious_canary_size)
-    flat = canary_gradient(model.num_params, coords, game.clip_norm)
-    sizes = np.cumsum([0, *(int(np.prod(s)) for s in model.param_shapes)])
-    grads = [flat[sizes[i] : sizes[i + 1]].reshape(s) for i, s in enumerate(model.param_shapes)]
-    layer = int(np.searchsorted(sizes, int(coords[0]), side="right")) - 1
-    T = len(inserted)
-    canary = InjectedGradient(grads=grads, weights=np.ones(T, np.float32), gate=inserted.astype(np.float32))
-    out: dict[str, Any] = {
-        "trials_per_world": trials,
-        "canary_coordinates": [int(c) for c in coords],
-        "canary_parameter_shape": list(model.param_shapes[layer]),
-        "noise_multiplier": z,
-    }
-    cfg = game.config(z, learning_rate=0.0)
-    for label, strategy, chunk in layouts:
-        for warm in (True, False):
-            t0 = time.perf_counter()
-            train_trials(
-                model, X, y, np.ones((T, len(X)), dtype=bool), replace(cfg, steps=2) if warm else cfg,
-                seed=seed, init_params=[np.broadcast_to(q, (T, *q.shape[1:])).copy() for q in params0],
-                injected=canary, observers={"sum": privatized_sum_observer(coords.tolist())},
-                strategy=strategy, chunk_size=chunk, desc="F on mnist",
-                chunks=range(1) if warm else None,
-            )  # fmt: skip
-            seconds = time.perf_counter() - t0
-        out[f"trainer_s_{label}"] = seconds
-        out[f"trainer_s_per_trial_{label}"] = seconds / T
-    out["load_average"] = os.getloadavg()[0]
-    return out
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process so far, in MB (run one workload per process, ``--only``,
+    for each one's own peak)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
 def climb(root: Path, base: dict[str, Any], w: Workload, seeds: int) -> dict[str, Any]:
@@ -288,12 +227,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--quick", action="store_true", help="shorter ladders; 20 mnist trials per world")
+    parser.add_argument("--quick", action="store_true", help="shorter ladders (see above)")
     parser.add_argument("--seeds", type=int, default=3, help="independent audits per rung (median)")
     parser.add_argument("--only", nargs="*", default=None, help="workload names to run (default: all)")
-    parser.add_argument(
-        "--mnist-trials", type=int, default=None, help="mnist-F trials per world (measured rung)"
-    )
+    parser.add_argument("--start", type=int, default=0, help="skip rungs below this many trials per world")
     parser.add_argument(
         "--keep", type=Path, default=None, help="scratch directory to keep (default: temporary)"
     )
@@ -311,27 +248,9 @@ def main() -> None:
     try:
         for name in names:
             w = loads[name]
-            if w.ladder:
-                results[name] = climb(scratch / name, base, w, args.seeds)
-                continue
-            trials = args.mnist_trials or (20 if args.quick else 100)
-            measured = mnist_f_trainer(scratch / name, base, w, trials)
-            print(f"{name}: {json.dumps(measured)}", flush=True)
-            out: dict[str, Any] = {"measured": measured, "reached": False}
-            adult = results.get("adult-F")
-            if adult and adult["reached"]:
-                needed = adult["trials_per_world"]
-                final = adult["rungs"][-1]
-                per_trial = measured["trainer_s_per_trial_auto"]
-                out["projection"] = {
-                    "trials_per_world": needed,
-                    "trainer_s": per_trial * 2 * needed,
-                    "statistics_s": final["statistics_s"],
-                    "seconds": per_trial * 2 * needed + final["statistics_s"],
-                    "basis": "adult-F's trials to proof (same q, T, z, C, canary size) x the measured "
-                    "mnist trainer seconds per trial (default layout) + adult-F's statistics seconds",
-                }
-            results[name] = out
+            w = replace(w, ladder=tuple(t for t in w.ladder if t >= args.start))
+            results[name] = climb(scratch / name, base, w, args.seeds)
+            results[name]["peak_rss_mb_so_far"] = peak_rss_mb()
     finally:
         if args.keep is None:
             shutil.rmtree(scratch, ignore_errors=True)

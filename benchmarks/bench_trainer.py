@@ -25,10 +25,10 @@ os.environ.setdefault("DPAUDIT_PROGRESS", "0")
 import numpy as np
 import tensorflow as tf
 
-from dpaudit.attacks import di
 from dpaudit.bounds.accountants import calibrate_noise_multiplier
 from dpaudit.data.prepared import PreparedData
 from dpaudit.training import dpsgd, models
+from dpaudit.training.dpsgd.difference import di_observer
 
 STEPS, CLIP, LR = 30, 3.0, 0.005
 
@@ -63,7 +63,7 @@ def time_trials_at_once(X: np.ndarray, y: np.ndarray, trials: int, z: float) -> 
         cfg,
         seed=0,
         tracked=dpsgd.TrackedRecords((0, n), (1.0, -1.0)),
-        observers={"di": di.di_observer()},
+        observers={"di": di_observer()},
     )
     return time.perf_counter() - start
 

@@ -105,7 +105,8 @@ def test_readme_walkthrough_from_dvc_add_to_a_report(tmp_path: Path) -> None:
     keras_record = yaml.safe_load((work / "models" / "cancer.keras.dvc").read_text())
     assert keras_record["outs"][0]["md5"] in report, "the report shows the model file's DVC digest"
     metrics = json.loads((work / "results" / "cancer_model-target.json").read_text())
-    assert 0.0 <= metrics["lira_offline"]["auroc"] <= 1.0 and "value" in metrics["epsilon_star"]
+    assert 0.0 <= metrics["attack=lira_offline"]["auroc"] <= 1.0
+    assert "epsilon_star_parametric" in metrics["attack=logit_loss"]
     provenance = json.loads((work / "data" / "prepared" / "cancer.provenance.json").read_text())
     assert provenance["file"] == "data/custom/breast_cancer.csv" and provenance["fitted_on"] == "pool"
     shutil.rmtree(work / ".dvc" / "cache", ignore_errors=True)

@@ -94,6 +94,16 @@ class Audit:
         return self.root / "results" / f"{self.name}.json"
 
     @property
+    def results_table_path(self) -> Path:
+        """The audit's part of the results table (``results/<audit>.csv``, :mod:`dpaudit.table`)."""
+        return self.root / "results" / f"{self.name}.csv"
+
+    @property
+    def scores_path(self) -> Path:
+        """The attack stage's one hand-off to bounds: its score sets (:mod:`dpaudit.scores`)."""
+        return self.attack_dir / "scores.npz"
+
+    @property
     def plots_dir(self) -> Path:
         return self.root / "plots" / self.name
 

@@ -10,8 +10,10 @@ from scipy import stats
 
 from dpaudit.attacks import di
 from dpaudit.bounds.accountants import calibrate_noise_multiplier, compute_epsilon
+from dpaudit.bounds.estimators import di_beliefs
 from dpaudit.experiments.identifiability.bounds import rho_alpha_rdp_for
 from dpaudit.training import dpsgd, models
+from dpaudit.training.dpsgd.difference import di_observer
 
 
 def test_llr_equals_gaussian_log_density_ratio() -> None:
@@ -58,7 +60,7 @@ def tiny_run(eps: float, trials: int, steps: int, seed: int, delta: float = 1e-3
     cfg = dpsgd.DPSGDConfig(1.0, z, 0.5, steps, noise_scale="local", normalizer=20.0)
     res = dpsgd.train_trials(
         models.mlp("tiny", 5, 2, (4,)), X, y, mask, cfg, seed=seed,
-        tracked=dpsgd.TrackedRecords((0, N - 1), (1.0, -1.0)), observers={"di": di.di_observer()},
+        tracked=dpsgd.TrackedRecords((0, N - 1), (1.0, -1.0)), observers={"di": di_observer()},
         jit_compile=False,
     )  # fmt: skip
     return z, world, res.records
@@ -77,7 +79,7 @@ def test_local_sensitivity_advantage_matches_gaussian_closed_form() -> None:
     assert math.isclose(rho_alpha, expected, rel_tol=1e-9)
     assert outcome.adv.low <= rho_alpha
     # ε′ from local sensitivities reproduces the target ε exactly (every z_eff = z).
-    eps_ls, _ = di.epsilon_from_sensitivities(rec["di.sigma"], rec["di.dd"], delta)
+    eps_ls, _ = di_beliefs.epsilon_from_sensitivities(rec["di.sigma"], rec["di.dd"], delta)
     assert math.isclose(eps_ls, compute_epsilon(z, 1.0, steps, delta), rel_tol=1e-6)
     assert eps_ls <= 2.2 + 1e-6
     # δ′ (beliefs above ρβ = 0.9, i.e. log-odds > ε = 2.2) within the 99.9 % binomial range of its
@@ -99,7 +101,7 @@ def test_beliefs_finite_and_bounded_at_epsilon_50() -> None:
     assert outcome.adv.advantage == 1.0  # z ≈ 0.29: the adversary always wins
     # Mean final log-odds k/(2z²) ≈ 30; the largest exceeds 37, where 1 − β < 1e-16 rounds β to 1.0
     # in float64: only log space keeps ε′ (ii) finite and exact.
-    eps_b = di.epsilon_from_beliefs(outcome.final_true_log_odds)
+    eps_b = di_beliefs.epsilon_from_beliefs(outcome.final_true_log_odds)
     assert 37 < eps_b < math.inf
     assert abs(outcome.final_true_log_odds.mean() - 5 / (2 * z**2)) < 5.0
 
@@ -110,7 +112,7 @@ def test_epsilon_prime_from_sensitivities_global_noise() -> None:
     sigma = np.full((3, k), z * 2 * 3.0)
     dd = np.full((3, k), 9.0)
     dd[1, :5] = 36.0  # trial 1 has five steps at LS = 2C
-    eps, worst = di.epsilon_from_sensitivities(sigma, dd, delta)
+    eps, worst = di_beliefs.epsilon_from_sensitivities(sigma, dd, delta)
     assert worst == 1
     from dpaudit.bounds.accountants import epsilon_rdp_heterogeneous
 
@@ -122,10 +124,10 @@ def test_advantage_interval_and_other_estimates() -> None:
     adv = di.advantage(384, 600, 0.95)
     ci = stats.binomtest(384, 600).proportion_ci(0.95, "exact")
     assert math.isclose(adv.advantage, 0.28) and math.isclose(adv.low, 2 * ci.low - 1)
-    assert math.isclose(di.epsilon_from_beliefs(np.array([-3.0, math.log(9.0)])), math.log(9.0))
-    assert di.epsilon_prime_from_advantage(-0.1, 1e-3) == 0.0
+    assert math.isclose(di_beliefs.epsilon_from_beliefs(np.array([-3.0, math.log(9.0)])), math.log(9.0))
+    assert di_beliefs.epsilon_prime_from_advantage(-0.1, 1e-3) == 0.0
     # ρα = 0.23 ↔ ε = 2.2 at δ = 1e-3 (Bernau Table 2 f, Thm. 2 inverse)
-    assert abs(di.epsilon_prime_from_advantage(0.23, 1e-3) - 2.2) < 0.05
+    assert abs(di_beliefs.epsilon_prime_from_advantage(0.23, 1e-3) - 2.2) < 0.05
     mi = di.yeom_membership(np.array([0.1, 2.0, 0.2, 0.3]), np.array([0.5] * 4), np.array([1, 0, 0, 1]))
     assert mi.wins == 3 and math.isclose(mi.advantage, 0.5)
 

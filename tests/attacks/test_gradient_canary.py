@@ -7,9 +7,6 @@ import pytest
 from scipy.stats import binomtest
 
 from dpaudit.attacks.gradient_canary import (
-    canary_gradient,
-    canary_projection,
-    canary_signs,
     compare_simulation_with_pld,
     distinguisher3_literal_scores,
     distinguisher3_scores,
@@ -17,6 +14,11 @@ from dpaudit.attacks.gradient_canary import (
     mc_tpr_at_fpr,
     pld_tradeoff_tpr_at_fpr,
     simulate_subsampled_gaussian_scores,
+)
+from dpaudit.training.gradient_canary import (
+    canary_gradient,
+    canary_projection,
+    canary_signs,
     smallest_update_coordinates,
 )
 

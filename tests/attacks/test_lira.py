@@ -7,12 +7,8 @@ import pytest
 from scipy.special import softmax
 from scipy.stats import binomtest, norm
 
-from dpaudit.attacks.lira import (
-    hinge_confidence,
-    leave_one_out_fits,
-    lira_scores,
-    logit_scaled_confidence,
-)
+from dpaudit.attacks.lira import leave_one_out_fits, lira_scores
+from dpaudit.training.outputs import hinge_confidence, logit_scaled_confidence
 
 
 def balanced_membership(num_canaries: int, num_models: int, seed: int) -> np.ndarray:

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from dpaudit.bounds import accountants as acc
+from dpaudit.training import accounting as training_accounting
 
 # (noise multiplier, sampling rate, steps, delta)
 SETTINGS = [
@@ -223,7 +224,7 @@ def _pld_default(z: float, q: float, steps: int, delta: float, interval: float =
     import dp_accounting
 
     accountant = dp_accounting.pld.PLDAccountant(value_discretization_interval=interval)
-    accountant.compose(acc._dpsgd_event(z, q, steps))
+    accountant.compose(training_accounting._dpsgd_event(z, q, steps))
     return float(accountant.get_epsilon(delta))
 
 
@@ -284,3 +285,21 @@ def test_one_grid_family_epsilon_falls_back_where_its_grid_rounds_to_zero():
     family = SubsampledGaussian(0.01, 1000, epsilon_discretization=1e-4)
     reference = _pld_default(30.0, 0.01, 1000, 1e-5, interval=1e-6)
     assert 0.95 * reference <= family.epsilon(30.0, 1e-5) <= reference
+
+
+def test_the_trainers_accounting_is_the_report_sides_and_loads_no_tensorflow() -> None:
+    """The train stage calibrates with :mod:`dpaudit.training.accounting`; the bounds re-export the
+    same functions (one implementation, so calibration and reported ε cannot drift), and importing
+    either loads no TensorFlow (the accountants are pure numbers)."""
+    import subprocess
+    import sys
+
+    assert acc.calibrate_noise_multiplier is training_accounting.calibrate_noise_multiplier
+    assert acc.compute_epsilon is training_accounting.compute_epsilon
+    assert acc.default_delta(1000) == pytest.approx(1.0 / (1000 * math.log(1000)))
+    code = (
+        "import sys, dpaudit.bounds.accountants, dpaudit.bounds.identifiability, dpaudit.training.accounting;"
+        "print('tensorflow' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"

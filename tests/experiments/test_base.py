@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from dpaudit.bounds.accountants import ACCOUNTANTS, all_epsilons, epsilons_for_event
+from dpaudit.data.worlds import draw_worlds, neighbour_masks, population, settings_grid, world_masks
 from dpaudit.experiments.base import (
     Mechanism,
     TrainManifest,
@@ -18,7 +19,6 @@ from dpaudit.experiments.base import (
     read_manifest,
     write_manifest,
 )
-from dpaudit.experiments.game import draw_worlds, neighbour_masks, population, settings_grid, world_masks
 from dpaudit.layout import Audit
 from dpaudit.references import REFERENCES
 

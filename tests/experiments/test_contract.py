@@ -40,6 +40,7 @@ from dpaudit.layout import Audit
 from dpaudit.report.figures import load_figure_data
 from dpaudit.report.render import build_report
 from dpaudit.results import ReportSection
+from dpaudit.scores import ASSUMES
 from dpaudit.sensitivity.search import (
     BoundedChoice,
     Candidate,
@@ -47,6 +48,7 @@ from dpaudit.sensitivity.search import (
     SensitivityResult,
     UnboundedChoice,
 )
+from dpaudit.table import QUANTITIES, ResultsTable
 
 STAGE_MODULES = ("config", "train", "losses", "attack", "bounds", "report")
 DATASET = "adult"  # synthetic rows under a registry name, so the default model family applies
@@ -58,6 +60,14 @@ def _leaves(tree: Any) -> Iterator[Any]:
             yield from _leaves(value)
     else:
         yield tree
+
+
+def _string_leaves(tree: Any, key: str = "") -> Iterator[tuple[str, str]]:
+    if isinstance(tree, dict):
+        for name, value in tree.items():
+            yield from _string_leaves(value, str(name))
+    elif isinstance(tree, str):
+        yield key, tree
 
 
 def _package_dir(experiment: Experiment) -> Path:
@@ -137,7 +147,14 @@ def check_contract(experiment: Experiment, root: Path) -> None:
 
     metrics = read_json(audit.results_path)
     leaves = list(_leaves(metrics))
-    assert leaves and all(type(v) in (int, float) and math.isfinite(v) for v in leaves)
+    numbers = [v for v in leaves if not isinstance(v, str)]
+    assert numbers and all(type(v) in (int, float) and math.isfinite(v) for v in numbers)
+    # The only string leaves name a bound's assumption (a tag, one spelling everywhere) or estimator.
+    for key, value in _string_leaves(metrics):
+        assert key.endswith(("_assumes", "_estimator")), key
+        assert not key.endswith("_assumes") or value in ASSUMES, (key, value)
+    table = ResultsTable.load(audit.results_table_path)
+    assert table.rows and {r.quantity for r in table.rows} <= set(QUANTITIES)
     assert read_json(audit.bounds_metrics_path) == metrics
 
     loaded = ReportSection.load(audit.section_path)
@@ -149,7 +166,10 @@ def check_contract(experiment: Experiment, root: Path) -> None:
     build_report(root, out, summary, "contract", audits=[audit_name])
     assert f'data-audit="{audit_name}"' in out.read_text()
     entry = read_json(summary)[audit_name]
-    assert set(entry) - {"epsilon_upper", "epsilon_lower", "utility"} <= set(loaded.scores)
+    fixed = {"epsilon_upper", "epsilon_lower", "epsilon_lower_level", "epsilon_lower_assumes", "utility"}
+    assert set(entry) - fixed <= set(loaded.scores)
+    if "epsilon_lower_assumes" in entry:
+        assert entry["epsilon_lower_assumes"] in ASSUMES
 
 
 @pytest.mark.parametrize("name", sorted(registry()))
@@ -231,7 +251,7 @@ TOY_FILES = {
         import numpy as np
 
         from dpaudit.experiments.base import Mechanism, TrainManifest
-        from dpaudit.experiments.game import draw_worlds
+        from dpaudit.data.worlds import draw_worlds
         from dpaudit.experiments.toyexp.design import SCORES
         from dpaudit.io import write_npz
 
@@ -259,37 +279,47 @@ TOY_FILES = {
             shutil.copyfile(audit.train_dir / SCORES, out_path)
     ''',
     "attack.py": '''
-        """Attack stage of the toy: nothing to do but keep the scores."""
+        """Attack stage of the toy: the scores as one score set (member = world 1)."""
 
-        import shutil
+        import numpy as np
+
+        from dpaudit.scores import ScoreSet, write_score_sets
 
 
         def attack(config, audit, manifest, out_dir):
             out_dir.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(audit.losses_path, out_dir / "scores.npz")
+            with np.load(audit.losses_path) as f:
+                world, score = f["world"], f["score"]
+            s = ScoreSet({"setting": "toy"}, score, world == 1, ("scores",), "none",
+                         manifest.mechanisms["toy"].event, {"delta": manifest.delta})
+            write_score_sets(out_dir / audit.scores_path.name, [s])
     ''',
     "bounds.py": '''
-        """Bounds stage of the toy: a valid ε lower bound from the scores and the accountants' ε."""
+        """Bounds stage of the toy: the score set audited into the table, plus the accountants' ε."""
 
-        import numpy as np
         import pandas as pd
 
         from dpaudit.bounds.accountants import epsilons_for_event
-        from dpaudit.bounds.empirical import epsilon_lower_from_scores
+        from dpaudit.bounds.audit import audit_score_sets
         from dpaudit.experiments.base import BoundsResult, finite_number
         from dpaudit.results import SummaryRow
+        from dpaudit.scores import read_score_sets
+        from dpaudit.table import ResultRow
 
 
         def bounds(config, audit, manifest):
-            with np.load(audit.attack_dir / "scores.npz") as f:
-                world, score = f["world"], f["score"]
-            low = epsilon_lower_from_scores(score[world == 1], score[world == 0], manifest.delta,
-                                            config.bounds.confidence, "split", 0).epsilon_lower
+            sets = read_score_sets(audit.scores_path)
+            table = audit_score_sets(sets, config.bounds.confidence)
             upper = {k: finite_number(v) for k, v in
                      epsilons_for_event(manifest.mechanisms["toy"].dp_event(), manifest.delta).items()}
-            row = SummaryRow("toy", upper, float(low), "split", {"auc": 0.5})
-            plots = {"scores.csv": pd.DataFrame({"world": world, "score": score})}
-            return BoundsResult({"epsilon_lower": float(low), "upper": upper}, plots, [row])
+            table.extend(ResultRow("", "epsilon_upper", v, k, "accountant") for k, v in upper.items())
+            best = table.headline()
+            auc = table.one("auroc", sets[0].key).value
+            row = SummaryRow("toy", upper, best.value, best.estimator, {"auc": auc},
+                             epsilon_lower_assumes=best.assumes, confidence=best.level)
+            frame = pd.DataFrame({"world": sets[0].member.astype(int), "score": sets[0].scores})
+            plots = {"scores.csv": frame}
+            return BoundsResult(table.metrics(), plots, [row], table=table)
     ''',
     "report.py": '''
         """Report section of the toy."""

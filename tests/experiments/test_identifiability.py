@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 from dpaudit import pipeline
-from dpaudit.bounds.accountants import calibrate_noise_multiplier
 from dpaudit.config import ParamsError
 from dpaudit.data.prepared import PreparedData
 from dpaudit.experiments import Audit
@@ -18,6 +17,7 @@ from dpaudit.experiments.identifiability import config as ident
 from dpaudit.io import read_json
 from dpaudit.report.figures import load_figure_data
 from dpaudit.results import ReportSection
+from dpaudit.scores import read_score_sets
 from dpaudit.sensitivity.search import (
     BoundedChoice,
     Candidate,
@@ -25,6 +25,7 @@ from dpaudit.sensitivity.search import (
     SensitivityResult,
     UnboundedChoice,
 )
+from dpaudit.table import ResultsTable
 
 PARAMS = {
     "data": {"datasets": ["adult"]},
@@ -72,40 +73,69 @@ def audit(tmp_path_factory: pytest.TempPathFactory) -> Audit:
     return a
 
 
-def test_metrics_are_numbers_per_configuration(audit: Audit) -> None:
+def test_results_table_per_configuration(audit: Audit) -> None:
+    """Metrics are the results table: per setting its accountant rows, per adversary its estimators."""
     metrics = read_json(audit.results_path)
-    assert sorted(metrics) == ["rho_beta_0.75", "rho_beta_0.9"]
-    for block in metrics.values():
-        assert sorted(block) == ["global-bounded", "global-unbounded", "local-bounded", "local-unbounded"]
-    assert all(isinstance(v, int | float) and math.isfinite(v) for v in leaves(metrics))
-    m = metrics["rho_beta_0.75"]["local-bounded"]
-    assert math.isclose(m["epsilon"], math.log(3.0))  # Eq. 10
-    assert math.isclose(m["delta"], 1 / 20)  # 1/|D|
-    assert math.isclose(m["noise_multiplier"], calibrate_noise_multiplier(math.log(3.0), 1 / 20, 1.0, 4))
-    assert m["trials"] == 48 and m["trials_per_world"] == 24  # balanced: exactly 24 per world
-    assert -1 <= m["adv_di_low"] <= m["adv_di"] <= m["adv_di_high"] <= 1
+    table = ResultsTable.load(audit.results_table_path)
+    from_table = table.metrics()
+    assert list(from_table) == list(metrics)
+    for group, entry in from_table.items():
+        assert list(entry) == list(metrics[group])
+        for name, value in entry.items():
+            stored = metrics[group][name]
+            assert value == (stored if isinstance(value, str) else pytest.approx(stored))
+    settings = [
+        f"rb{rb}_{s}-{n}" for rb in (0.75, 0.9) for s in ("global", "local") for n in ("bounded", "unbounded")
+    ]
+    assert sorted(metrics) == sorted(
+        f"setting={st}{suffix}" for st in settings for suffix in ("", "/attack=di", "/attack=mi")
+    )
+    assert all(isinstance(v, int | float | str) for v in leaves(metrics))
+    m = metrics["setting=rb0.75_local-bounded"]
+    d = metrics["setting=rb0.75_local-bounded/attack=di"]
+    assert m["rho_beta"] == 0.75 and 0 <= m["utility"] <= 1
+    assert set(m) >= {"epsilon_upper_pld", "epsilon_upper_rdp", "rho_alpha_thm2", "rho_alpha_rdp"}
+    assert -1 <= d["advantage_decision_low"] <= d["advantage_decision"] <= d["advantage_decision_high"] <= 1
     # Local sensitivity: every effective multiplier is z, so ε′ (i) is the accountant's ε ≤ target.
-    assert math.isclose(m["epsilon_prime_ls"], m["epsilon_rdp"], rel_tol=1e-6)
-    assert m["epsilon_rdp"] <= m["epsilon"] + 1e-9
-    assert 0 <= m["delta_prime"] <= 1 and 0 <= m["test_accuracy"] <= 1
-    # Global unbounded noise uses σ = z·C ≥ z·LS, so ε′ (i) cannot exceed the local one.
-    # Both adversaries end in the scores auditor; every valid bound stays below the accountant's ε,
-    # and metric names carry the joint level (estimates say "estimate", never "lower").
-    for block in metrics.values():
-        for x in block.values():
-            for adversary in ("di", "mi"):
-                audit = x[adversary]
-                assert {"epsilon_lower_gdp", "epsilon_lower_sweep_split",
-                        "epsilon_lower_sweep_bonferroni", "epsilon_estimate_sweep_naive",
-                        "gdp_mu_lower", "auroc", "advantage"} <= set(audit)  # fmt: skip
-                assert audit["n_in"] == audit["n_out"] == 24
-                lower = [v for k, v in audit.items() if k.startswith("epsilon_lower_")]
-                assert all(v <= x["epsilon_pld"] + 1e-9 for v in lower)
-            assert x["epsilon_pld"] <= x["epsilon_rdp"] + 1e-2
-    assert not any("lower" in k for k in m if k.startswith("epsilon_prime"))
-    assert {"epsilon_prime_belief_estimate", "epsilon_prime_adv_estimate"} <= set(m)
-    g = metrics["rho_beta_0.75"]["global-unbounded"]
-    assert g["epsilon_prime_ls"] <= m["epsilon_prime_ls"] + 1e-9
+    assert math.isclose(d["epsilon_estimate_local_sensitivity"], m["epsilon_upper_rdp"], rel_tol=1e-6)
+    assert m["epsilon_upper_rdp"] <= math.log(3.0) + 1e-9  # Eq. 10: ε = ln(ρβ/(1−ρβ))
+    assert 0 <= d["delta_prime"] <= 1
+    # Both adversaries: GDP is the one pre-registered (counted) bound and keeps the whole level; the
+    # sweeps are reported uncounted; every valid bound stays below the accountant's ε; ε′ and the
+    # naive sweep are estimates.
+    for st in settings:
+        pld = metrics[f"setting={st}"]["epsilon_upper_pld"]
+        assert pld <= metrics[f"setting={st}"]["epsilon_upper_rdp"] + 1e-2
+        for adversary in ("di", "mi"):
+            group = f"setting={st}/attack={adversary}"
+            counted = [r for r in table.select("epsilon_lower", group) if r.counted]
+            assert [r.estimator for r in counted] == ["gdp"]
+            assert counted[0].level == pytest.approx(0.95) and counted[0].value <= pld + 1e-9
+            sweeps = [r for r in table.select("epsilon_lower", group) if r.estimator.startswith("sweep_")]
+            assert len(sweeps) == 2 and all(r.value <= pld + 1e-9 and not r.counted for r in sweeps)
+            assert table.headline([group]).level == pytest.approx(0.95)
+            assert not any(r.counted for r in table.select("epsilon_estimate", group))
+            assert table.one("epsilon_estimate", group, estimator="sweep_naive").kind == "estimate"
+    g = metrics["setting=rb0.75_global-unbounded/attack=di"]
+    assert g["epsilon_estimate_local_sensitivity"] <= d["epsilon_estimate_local_sensitivity"] + 1e-9
+    sets = {s.key: s for s in read_score_sets(audit.scores_path)}
+    di_set = sets["setting=rb0.75_local-bounded/attack=di"]
+    assert di_set.assumes == "gaussian" and int(di_set.member.sum()) == 24 and len(di_set.scores) == 48
+    np.testing.assert_array_equal(di_set.arrays["decision"], di_set.scores >= 0)
+
+
+def test_attack_side_imports_no_bounds_module() -> None:
+    """Estimators belong to the bounds stage: the attack stage and the DI adversary import none."""
+    import ast
+
+    import dpaudit.attacks.di as di_module
+    import dpaudit.experiments.identifiability.attack as attack_module
+
+    for module in (di_module, attack_module):
+        tree = ast.parse(Path(module.__file__).read_text())
+        names = [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+        names += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+        assert not [n for n in names if n.startswith("dpaudit.bounds")], module.__name__
 
 
 def test_worlds_and_masks(audit: Audit) -> None:
@@ -144,11 +174,16 @@ def test_plots_and_section(audit: Audit) -> None:
         "ls-gs",
         "lower-bounds",
     }
-    # The headline lower bound is the GDP bound, labelled with its estimator and assumption.
+    # The headline lower bound is the table's headline of A_DI,Gau's set, with its tag and joint level.
+    results = ResultsTable.load(audit.results_table_path)
     for row in section.rows:
         assert row.epsilon_lower is not None and row.epsilon_lower <= row.epsilon_upper["pld"] + 1e-9
-        assert "GDP" in row.epsilon_lower_estimator and "joint 95%" in row.epsilon_lower_estimator
-        assert "Gaussian trade-off" in row.epsilon_lower_assumes
+        assert row.epsilon_lower_estimator in {"gdp", "sweep_split", "sweep_bonferroni"}
+        assert row.epsilon_lower_assumes == ("gaussian" if row.epsilon_lower_estimator == "gdp" else "none")
+        assert row.confidence == pytest.approx(0.95)
+        rb, key = row.setting.removeprefix("ρβ=").split(" ")
+        best = results.headline([f"setting=rb{rb}_{key}/attack=di"])
+        assert row.epsilon_lower == best.value
     # The lower-bounds figure draws valid bounds only: no estimate column among its y series.
     bounds_fig = next(f for f in section.figures if f.id.endswith("lower-bounds"))
     assert bounds_fig.y and all(c.startswith("epsilon_lower_") for c in bounds_fig.y)
@@ -219,15 +254,18 @@ def test_gdp_bound_is_below_pld_and_above_the_sweep_with_plentiful_trials(
         shutil.copy(path, target)
     for run in (pipeline.run_train, pipeline.run_losses, pipeline.run_attack, pipeline.run_bounds):
         run(PLENTIFUL, small.name, root=root)
-    m = read_json(small.results_path)["rho_beta_0.99"]["local-bounded"]
-    di = m["di"]
-    assert di["n_in"] == di["n_out"] == 1000
+    metrics = read_json(small.results_path)
+    pld = metrics["setting=rb0.99_local-bounded"]["epsilon_upper_pld"]
+    di = metrics["setting=rb0.99_local-bounded/attack=di"]
+    sets = read_score_sets(small.scores_path)
+    assert int(sets[0].member.sum()) == int((~sets[0].member).sum()) == 1000
     gdp = di["epsilon_lower_gdp"]
-    assert 0 < gdp <= m["epsilon_pld"]
+    assert 0 < gdp <= pld
     assert gdp > di["epsilon_lower_sweep_split"]
     assert gdp > di["epsilon_lower_sweep_bonferroni"]
-    assert m["gdp_over_pld"] == pytest.approx(gdp / m["epsilon_pld"])
-    assert m["gdp_over_pld"] > 0.5
+    assert gdp / pld > 0.5
+    section = ReportSection.load(small.section_path)
+    assert section.rows[0].epsilon_lower == gdp and section.rows[0].epsilon_lower_estimator == "gdp"
 
 
 def test_config_errors_name_the_key() -> None:
@@ -256,9 +294,7 @@ def test_missing_upstream_names_the_file(tmp_path: Path) -> None:
         pipeline.run_train(PARAMS, "adult-identifiability", root=tmp_path)
 
 
-def test_a_setting_trains_the_same_whatever_its_neighbours_in_the_grid(
-    audit: Audit, tmp_path: Path
-) -> None:
+def test_a_setting_trains_the_same_whatever_its_neighbours_in_the_grid(audit: Audit, tmp_path: Path) -> None:
     """Seeds come from a setting's own values: ρβ = 0.9 alone gives the arrays it gave beside 0.75."""
     import copy
     import shutil

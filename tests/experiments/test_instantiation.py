@@ -11,13 +11,14 @@ import math
 import numpy as np
 import pytest
 
-from dpaudit.attacks.gradient_canary import canary_gradient, simulate_subsampled_gaussian_scores
+from dpaudit.attacks.gradient_canary import simulate_subsampled_gaussian_scores
 from dpaudit.bounds.auditor import audit_scores
-from dpaudit.bounds.empirical import epsilon_lower_from_counts
+from dpaudit.bounds.empirical import cp_cap, epsilon_lower_from_counts
 from dpaudit.bounds.tradeoff import SubsampledGaussian, gdp_epsilon
 from dpaudit.config import ParamsError
 from dpaudit.experiments.instantiation.config import TrainParams, config_from_params
-from dpaudit.experiments.instantiation.design import balanced_inserted, cp_cap
+from dpaudit.experiments.instantiation.design import balanced_inserted
+from dpaudit.training.gradient_canary import canary_gradient
 
 DELTA = 1e-5
 
@@ -45,7 +46,8 @@ def test_warmup_steps_and_config_errors() -> None:
 
 
 def test_an_audit_specific_train_size_resizes_d_from_the_pool_and_keeps_them_disjoint() -> None:
-    from dpaudit.experiments.instantiation.train import MIN_POOL_ROWS, resize_train_set
+    from dpaudit.experiments.instantiation.config import MIN_POOL_ROWS
+    from dpaudit.experiments.instantiation.train import resize_train_set
 
     train, pool = np.arange(0, 100), np.arange(100, 1300)
     same_d, same_pool = resize_train_set(train, pool, None, [0, 4], "k")
@@ -283,7 +285,7 @@ def test_readme_instantiation_recipes_pass_the_check_and_change_the_config() -> 
     assert config.dataset("mnist").hidden == (16, 32, 64) and config.dataset("mnist").learning_rate == 0.15
     assert config.dataset("mnist").train_size == 1000 and default.dataset("mnist").train_size is None
     assert config.train.trials_per_world == 1000
-    from dpaudit.experiments.modelling import build_model
+    from dpaudit.training.modelling import build_model
 
     cnn = build_model("mnist", (28, 28, 1), 10, config.dataset("mnist").hidden)
     assert sum(1 for layer in cnn.layers if hasattr(layer, "param_shapes")) == 4  # the 4-layer CNN
@@ -307,13 +309,27 @@ def test_adaptive_input_starts_at_the_query_or_at_zero(game) -> None:
         craft_adaptive_input(game.model, params, tf.constant(xq), 0, game.lo, game.hi, 1, 1.0, 1.0, "middle")
 
 
-def test_distinguisher2_takes_the_best_statistic_by_bonferroni() -> None:
-    """C/D audit max, mean and final loss on all trials at 1 − 0.005, 1 − 0.005 and 1 − 0.04 (weighted
-    Bonferroni) and keep the largest bound: with only the final loss informative, the cell's bound is
-    that statistic's bound at its level (so C, whose view contains B's, loses only a fifth of its error
-    budget against B, not half its trials or two thirds of its budget)."""
-    from dpaudit.experiments.instantiation.bounds import audit_cell
+def _cell_table(threat_model: str, view: dict, loss: dict, q: float, steps: int, z: float = 1.0):
+    """A cell's score sets (attack stage) audited as the bounds stage does, at 95 % with Bonferroni sweeps."""
+    from dpaudit.experiments.instantiation.attack import cell_sets
+    from dpaudit.experiments.instantiation.bounds import audit_sets, with_selection
     from dpaudit.experiments.instantiation.design import Cell
+
+    cell = Cell(threat_model, 2.0, z)
+    sets = cell_sets(cell, view, loss, sampling_rate=q, steps=steps, clip_norm=1.0, delta=DELTA, seed=0)
+    sets = with_selection(sets, "bonferroni")
+    return sets, audit_sets(sets, 0.95)
+
+
+def _bound(table, estimator: str, attack: str) -> tuple[float, float, bool]:
+    (row,) = (r for r in table.select("epsilon_lower", estimator=estimator) if f"attack={attack}" in r.group)
+    return row.value, row.level, row.counted
+
+
+def test_distinguisher2_audits_each_statistic_in_the_one_level_split() -> None:
+    """C/D write max, mean and final loss as three score sets; every counted bound of the cell (the
+    Bonferroni sweep and the family bound of each statistic: 6) runs at 1 − 0.05/6, so the largest holds
+    at 95 % jointly. With only the final loss informative, that statistic's bound is the cell's."""
     from dpaudit.experiments.instantiation.design.distinguishers import distinguisher2_statistics
 
     rng = np.random.default_rng(4)
@@ -323,23 +339,25 @@ def test_distinguisher2_takes_the_best_statistic_by_bonferroni() -> None:
     path[:, -1] = rng.normal(size=2 * n) - 2.5 * inserted  # D′ trials end with a much lower loss
     stats = distinguisher2_statistics(path)
     np.testing.assert_array_equal(stats["final"], -path[:, -1])
-    attack = {"inserted": inserted, **{f"scores_{k}": v for k, v in stats.items()}}
-    mech = SubsampledGaussian(sampling_rate=1.0, steps=1)
-    out = audit_cell(Cell("C", 2.0, 1.0), attack, DELTA, 0.95, "bonferroni", mech, seed=0)
-    assert out["statistic_index"] == 2.0
-    assert out["confidence_final"] == pytest.approx(1 - 0.04)
-    assert out["confidence_max"] == out["confidence_mean"] == pytest.approx(1 - 0.005)
+    sets, table = _cell_table("C", {"inserted": inserted}, {"C-eps2__loss_path": path}, 1.0, 1)
+    assert [s.group["attack"] for s in sets] == ["max_loss", "mean_loss", "final_loss"]
+    share = 1 - 0.05 / 6
+    mech = SubsampledGaussian(sampling_rate=1.0, steps=1, rtol=0.03, epsilon_discretization=1e-4)
     alone = audit_scores(
-        stats["final"][inserted == 1], stats["final"][inserted == 0], delta=DELTA, confidence=1 - 0.04,
-        mechanism=mech, headline=("subsampled_gaussian",), seed=0, fpr_levels=(0.01, 0.05),
+        stats["final"][inserted == 1], stats["final"][inserted == 0], delta=DELTA, confidence=0.95,
+        mechanism=mech, headline=("sweep_bonferroni", "subsampled_gaussian"), counted_level=share, seed=0,
+        fpr_levels=(0.01, 0.05),
     )  # fmt: skip
-    assert out["epsilon_lower_sweep"] == pytest.approx(alone.lower_bounds["sweep_bonferroni"].epsilon)
-    assert out["epsilon_lower_family"] == pytest.approx(alone.lower_bounds["subsampled_gaussian"].epsilon)
-    assert out["epsilon_lower_family"] > 0.5
-    assert out["counted_per_world"] == n
-    # TPR at 1 % FPR under the scores auditor's name, for the chosen statistic and for each one.
-    assert out["tpr_at_fpr_0p01"] == alone.tpr_at_fpr[0.01][0]
-    assert {f"tpr_at_fpr_0p01_{k}" for k in ("max", "mean", "final")} <= set(out)
+    sweep, level, counted = _bound(table, "sweep_bonferroni", "final_loss")
+    assert sweep == pytest.approx(alone.lower_bounds["sweep_bonferroni"].epsilon)
+    assert level == pytest.approx(share) and counted
+    family, _, _ = _bound(table, "subsampled_gaussian", "final_loss")
+    assert family == pytest.approx(alone.lower_bounds["subsampled_gaussian"].epsilon) and family > 0.5
+    assert _bound(table, "sweep_split", "final_loss")[1:] == (0.95, False)  # reported, not counted
+    best = table.headline()
+    assert best.value == pytest.approx(family) and best.level == pytest.approx(0.95)
+    (tpr,) = (r for r in table.select("tpr_at_fpr_0p01") if "final_loss" in r.group)
+    assert tpr.value == alone.tpr_at_fpr[0.01][0]
 
 
 def test_canaries_go_to_inert_coordinates_first_where_the_data_cannot_answer() -> None:
@@ -377,7 +395,7 @@ def test_canaries_go_to_inert_coordinates_first_where_the_data_cannot_answer() -
     with pytest.raises(ValueError, match="canary_placement"):
         place_canaries(abs_sum, np.array([2, 2, 8, 20]), inert, "random")
 
-    from dpaudit.experiments.modelling import build_model
+    from dpaudit.training.modelling import build_model
 
     cnn = build_model("mnist", (28, 28, 1), 10, (4, 4, 4))
     assert not inert_coordinates(cnn, np.zeros((3, 28, 28, 1), np.float32)).any()
@@ -392,16 +410,13 @@ def test_canaries_go_to_inert_coordinates_first_where_the_data_cannot_answer() -
 
 
 def test_gradient_canary_cell_pools_every_size_into_the_per_step_family_bound() -> None:
-    """E's cell: the sweeps and the one-threshold family bound choose 2n by Bonferroni; the per-step
-    family bound pools every size's projections over the T − t_o observed steps. On the ideal mechanism
-    (q = 0.1, 90 observed steps, z calibrated for ε = 4 over 100) it is ≤ ε of those 90 steps and well
-    above the one-threshold bound; the distinguisher's scores come from the same projections. E reports
-    it as ``epsilon_lower_family_stepwise`` (its assumption fails under training) and keeps the
-    one-threshold bound as its family bound; F, whose model does not move, counts the per-step one."""
-    from dpaudit.attacks.gradient_canary import distinguisher3_literal_scores, distinguisher3_scores
+    """E's cell: one score set per canary size (sweeps, one-threshold family bound, literal test), and
+    the per-step family bound pooling every size's projections over the T − t_o observed steps. On the
+    ideal mechanism (q = 0.1, 90 observed steps, z calibrated for ε = 4 over 100) it is ≤ ε of those 90
+    steps and well above the one-threshold bound. Over every trial E reports it uncounted (its
+    assumption fails under training); over the trials on inert coordinates it counts, baseline 0, as
+    F's does (F, whose model does not move, counts the per-step bound over every trial)."""
     from dpaudit.bounds.accountants import calibrate_noise_multiplier, epsilon_pld
-    from dpaudit.experiments.instantiation.bounds import audit_cell, family
-    from dpaudit.experiments.instantiation.design import Cell
 
     q, steps, observed, n = 0.1, 100, 90, 400
     z = calibrate_noise_multiplier(4.0, DELTA, q, steps)
@@ -411,52 +426,45 @@ def test_gradient_canary_cell_pools_every_size_into_the_per_step_family_bound() 
     dots = z * rng.standard_normal((4 * n, observed)) + inserted[:, None] * (
         rng.random((4 * n, observed)) < q
     )
-    attack = {
-        "inserted": inserted,
-        "canary_size": sizes,
-        "scores": distinguisher3_scores(dots, sampling_rate=q, noise_std=z, canary_norm=1.0),
-        "scores_literal": distinguisher3_literal_scores(dots, num_coordinates=2, clip_norm=1.0, noise_std=z),
-        "step_sum": dots.sum(axis=1),
-        "step_sum_squares": np.square(dots).sum(axis=1),
-        "steps_observed": np.asarray(observed),
-    }
-    out = audit_cell(Cell("E", 4.0, z), attack, DELTA, 0.95, "bonferroni", family(q, steps), seed=0)
+    view = {"inserted": inserted, "canary_size": sizes, "dots": dots}
+    sets, table = _cell_table("E", view, {}, q, steps, z)
+    assert [s.group["attack"] for s in sets] == ["likelihood_ratio"] * 2 + ["stepwise_all"]
+    assert sets[0].param("steps") == observed and sets[0].arrays["literal"].shape == (2 * n,)
+    # Counted: per size the Bonferroni sweep, the family bound and the literal sweep (2 × 3).
+    assert sum(r.counted for r in table.rows) == 6
     exact = epsilon_pld(z, q, observed, DELTA)
-    assert out["per_size_confidence"] == pytest.approx(1 - 0.05 / 2)
-    assert out["best_canary_size"] in (2.0, 20.0)
-    assert 0.5 * exact < out["epsilon_lower_family_stepwise"] <= exact
-    assert out["epsilon_lower_family_stepwise"] > out["epsilon_lower_family_threshold"]
-    assert out["epsilon_lower_family"] == out["epsilon_lower_family_threshold"]
-    assert "epsilon_estimate_family" not in out and out["epsilon_estimate_family_stepwise"] > 0
-    assert out["family_noise_multiplier_upper"] >= z
-    assert abs(out["family_baseline_z"]) < 4
-    as_f = audit_cell(Cell("F", 4.0, z), attack, DELTA, 0.95, "bonferroni", family(q, steps), seed=0)
-    assert as_f["epsilon_lower_family"] == pytest.approx(out["epsilon_lower_family_stepwise"])
-    # Canaries on inert coordinates (here size 2's trials): E counts the per-step bound of those alone.
-    attack["canary_inert"] = sizes == 2
-    inert = audit_cell(Cell("E", 4.0, z), attack, DELTA, 0.95, "bonferroni", family(q, steps), seed=0)
-    alone = {k: v[sizes == 2] if np.ndim(v) else v for k, v in attack.items()}
-    alone.pop("canary_inert")
-    # Inert coordinates guarantee a zero baseline, as F's canary on coordinates of zero data mass does.
-    alone["data_mass_at_canary"] = np.asarray(0.0)
-    only_2 = audit_cell(Cell("F", 4.0, z), alone, DELTA, 0.95, "bonferroni", family(q, steps), seed=0)
-    assert only_2["family_known_baseline"] == 1.0 and as_f["family_known_baseline"] == 0.0
-    assert inert["inert_trials_per_world"] == n
-    assert inert["epsilon_lower_family"] == pytest.approx(only_2["epsilon_lower_family"])
-    assert inert["epsilon_lower_family_stepwise"] == pytest.approx(out["epsilon_lower_family_stepwise"])
-    assert inert["epsilon_lower_family"] > out["epsilon_lower_family_threshold"]
+    every, level, counted = _bound(table, "stepwise_family", "stepwise_all")
+    assert 0.5 * exact < every <= exact and level == 0.95 and not counted
+    threshold = max(r.value for r in table.select("epsilon_lower", estimator="subsampled_gaussian"))
+    assert every > threshold and table.headline().value == pytest.approx(threshold)
+    # F plays the same trials on a frozen model: its per-step bound counts (7 counted bounds).
+    _, as_f = _cell_table("F", view, {}, q, steps, z)
+    f_bound, f_level, f_counted = _bound(as_f, "stepwise_family", "stepwise")
+    assert f_counted and f_level == pytest.approx(1 - 0.05 / 7) and f_bound <= every
+    # Canaries on inert coordinates (here size 2's trials): E counts the per-step bound of those alone,
+    # with the known baseline 0 (as F's canary on coordinates of zero data mass).
+    inert_sets, inert = _cell_table("E", {**view, "canary_inert": sizes == 2}, {}, q, steps, z)
+    assert inert_sets[-1].group["attack"] == "stepwise_inert" and inert_sets[-1].member.size == 2 * n
+    alone = {"inserted": inserted[sizes == 2], "canary_size": sizes[sizes == 2], "dots": dots[sizes == 2],
+             "data_mass_at_canary": np.asarray(0.0)}  # fmt: skip
+    _, only_2 = _cell_table("F", alone, {}, q, steps, z)
+    bound, level, counted = _bound(inert, "stepwise_family", "stepwise_inert")
+    assert counted and level == pytest.approx(1 - 0.05 / 7)
+    assert only_2.select("epsilon_lower", estimator="stepwise_family")[0].level == pytest.approx(1 - 0.05 / 4)
+    assert bound > threshold and 0.0 < bound <= exact
+    assert _bound(inert, "stepwise_family", "stepwise_all")[0] == pytest.approx(every)
 
 
 def test_crafter5_silences_features_so_the_canary_sees_no_data_gradient() -> None:
     """F's dataset zeroes ⌈2n/units⌉ input features of an MLP: Crafter 4 then finds 2n coordinates
     whose clipped data-gradient mass is exactly 0, the guarantee behind F's known-zero baseline; a CNN's
     dataset is left alone (a kernel is shared across positions)."""
-    from dpaudit.attacks.gradient_canary import smallest_update_coordinates
     from dpaudit.experiments.instantiation.design.crafters.canary import (
         clipped_gradient_mass,
         silence_features,
     )
-    from dpaudit.experiments.modelling import build_model
+    from dpaudit.training.gradient_canary import smallest_update_coordinates
+    from dpaudit.training.modelling import build_model
     from dpaudit.training.models import Dense, Model
 
     mlp = Model("mlp", (6,), 2, [Dense(3, "relu"), Dense(2, "linear")])

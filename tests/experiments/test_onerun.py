@@ -21,11 +21,11 @@ from dpaudit.bounds.onerun import audit_one_run
 from dpaudit.config import ParamsError, load_params
 from dpaudit.data.prepared import PreparedData
 from dpaudit.experiments import get_experiment
-from dpaudit.experiments.base import Mechanism, TrainManifest, write_manifest
-from dpaudit.experiments.onerun.bounds import analysis_level, bounds, headline
+from dpaudit.experiments.base import Mechanism, TrainManifest, read_manifest
+from dpaudit.experiments.onerun.attack import score_set
+from dpaudit.experiments.onerun.bounds import bounds
 from dpaudit.experiments.onerun.config import BoundsParams, OneRunConfig, TrainParams, config_from_params
 from dpaudit.experiments.onerun.design import (
-    SCORES_FILE,
     analysis_counts,
     canary_coordinates,
     clip_canaries,
@@ -35,6 +35,9 @@ from dpaudit.experiments.onerun.design import (
 )
 from dpaudit.io import read_json, write_npz
 from dpaudit.layout import Audit
+from dpaudit.results import ReportSection
+from dpaudit.scores import read_score_sets, write_score_sets
+from dpaudit.table import ResultsTable
 
 DELTA = 1e-5
 
@@ -122,7 +125,6 @@ def test_fdp_gaussian_counts_only_for_the_full_batch_gaussian_mechanism() -> Non
     assert analysis_counts("steinke", 0.1) and analysis_counts("steinke", 1.0)
     assert analysis_counts("fdp_gaussian", 1.0) and not analysis_counts("fdp_gaussian", 0.1)
     assert curve_sizes([100, 250, 5000], 1000) == [100, 250, 1000]
-    assert analysis_level(0.95, ["steinke", "fdp_gaussian"]) == pytest.approx(0.975)
 
 
 # ------------------------------------------------------------------------- the gradient canary game
@@ -185,26 +187,25 @@ def test_gradient_canary_scores_follow_the_gaussian_canary_game(q: float) -> Non
 # ---------------------------------------------------------------------------------- bounds stage
 
 
-def _bounds_inputs(root: Path, scores: np.ndarray, included: np.ndarray, q: float, claimed: float) -> Audit:
+def _bounds_inputs(
+    root: Path, scores: np.ndarray, included: np.ndarray, q: float, claimed: float, config: OneRunConfig
+) -> tuple[Audit, TrainManifest]:
     audit = Audit("adult", "onerun", root)
-    write_npz(audit.attack_dir / SCORES_FILE, {"score": scores, "included": included})
     audit.losses_path.parent.mkdir(parents=True, exist_ok=True)
     write_npz(audit.losses_path, {"test_accuracy": np.float64(0.8)})
-    audit.train_dir.mkdir(parents=True, exist_ok=True)
-    write_manifest(
-        audit.train_dir,
-        TrainManifest(
-            experiment="onerun",
-            dataset="adult",
-            delta=DELTA,
-            sizes={"D": 100, "canaries": scores.size, "included": int(included.sum()), "padding": 0},
-            seeds={"seed": 0, "setting_seed": 5},
-            mechanisms={"declared": Mechanism.dpsgd(3.0, q, 30, 1.0)},
-            facts={"canary_kind": "gradient", "break": "none", "epsilon_claimed": claimed, "sampling_rate": q,
-                   "noise_multiplier_used": 3.0},
-        ),
+    manifest = TrainManifest(
+        experiment="onerun",
+        dataset="adult",
+        delta=DELTA,
+        sizes={"D": 100, "canaries": scores.size, "included": int(included.sum()), "padding": 0},
+        seeds={"seed": 0, "setting_seed": 5},
+        mechanisms={"declared": Mechanism.dpsgd(3.0, q, 30, 1.0)},
+        facts={"canary_kind": "gradient", "break": "none", "epsilon_claimed": claimed, "sampling_rate": q,
+               "noise_multiplier_used": 3.0},
     )  # fmt: skip
-    return audit
+    audit.attack_dir.mkdir(parents=True, exist_ok=True)
+    write_score_sets(audit.scores_path, [score_set(config, manifest, scores, included)])
+    return audit, manifest
 
 
 @pytest.mark.parametrize("q", [1.0, 0.1])
@@ -212,40 +213,50 @@ def test_bounds_stage_headline_is_the_largest_counted_analysis_at_its_share(tmp_
     rng = np.random.default_rng(0)
     included = rng.random(400) < 0.5
     scores = rng.normal(size=400) + 4.0 * included  # μ = 4: far more than ε = 1 allows
-    audit = _bounds_inputs(tmp_path, scores, included, q, claimed=1.0)
     config = OneRunConfig(bounds=BoundsParams(curve_canaries=[100], ceiling_repeats=3))
-    from dpaudit.experiments.base import read_manifest
-
-    result = bounds(config, audit, read_manifest(audit))
+    audit, manifest = _bounds_inputs(tmp_path, scores, included, q, 1.0, config)
+    (s,) = read_score_sets(audit.scores_path)
+    assert s.key == "canary_type=gradient" and s.assumes == ("gaussian" if q == 1.0 else "one-run")
+    result = bounds(config, audit, manifest)
+    # Full batch: both analyses count and share 5 %; subsampled: only steinke counts, at 95 % alone,
+    # and fdp_gaussian is reported at 95 %, uncounted.
+    level = 0.975 if q == 1.0 else 0.95
     direct = {
-        a: audit_one_run(scores, included, delta=DELTA, confidence=0.975, analysis=a, seed=5).epsilon_lower
+        a: audit_one_run(scores, included, delta=DELTA, confidence=level, analysis=a, seed=5).epsilon_lower
         for a in ("steinke", "fdp_gaussian")
     }
-    m = result.metrics
-    assert m["analyses"]["steinke"]["epsilon_lower"] == pytest.approx(direct["steinke"])
-    assert m["analyses"]["fdp_gaussian"]["epsilon_lower"] == pytest.approx(direct["fdp_gaussian"])
-    assert m["analyses"]["steinke"]["confidence"] == pytest.approx(0.975)
+    table = result.table
+    assert table is not None
+    rows = {a: table.one("epsilon_lower", s.key, estimator=f"one_run_{a}") for a in direct}
+    assert rows["steinke"].value == pytest.approx(direct["steinke"]) and rows["steinke"].counted
+    assert rows["fdp_gaussian"].value == pytest.approx(direct["fdp_gaussian"])
+    assert rows["fdp_gaussian"].counted == (q == 1.0) and rows["fdp_gaussian"].assumes == "gaussian"
+    assert rows["steinke"].level == pytest.approx(level) and rows["steinke"].assumes == "one-run"
     expected = max(direct.values()) if q == 1.0 else direct["steinke"]  # fdp counts only for full batch
-    assert m["epsilon_lower"] == pytest.approx(expected) and m["epsilon_lower"] > 1.0
-    assert m["caught"] == 1.0 and m["epsilon_claimed"] == 1.0
-    assert m["epsilon_upper"]["pld"] > 0 and set(m["epsilon_upper"]) == {"rdp", "pld", "naive", "advanced"}
+    head = result.metrics["headline"]["audit"]
+    assert head["epsilon_lower"] == pytest.approx(expected) and head["epsilon_lower"] > 1.0
+    assert head["epsilon_lower_level"] == pytest.approx(0.95)
+    row = result.summary[0]
+    assert row.epsilon_lower == pytest.approx(expected) and row.confidence == pytest.approx(0.95)
+    assert row.scores["caught"] == 1.0 and row.scores["epsilon_claimed"] == 1.0
+    assert set(row.epsilon_upper) == {"rdp", "pld", "naive", "advanced"} and row.epsilon_upper["pld"] > 0
+    assert result.metrics["audit"]["utility"] == pytest.approx(0.8)
+    assert result.metrics[s.key]["epsilon_lower_one_run_steinke"] == pytest.approx(direct["steinke"])
     curve = result.plots["curve.csv"]
     assert list(curve["canaries"]) == [100, 400]
     assert curve["epsilon_lower_steinke"].iloc[-1] == pytest.approx(direct["steinke"])
-    assert (curve["ceiling_fdp_gaussian"] >= 0).all() and curve["ceiling_fdp_gaussian"].iloc[-1] > 0
+    assert (curve["ceiling_fdp_gaussian"] >= 0).all()
+    assert curve["ceiling_fdp_gaussian"].iloc[-1] > 0 or q < 1.0  # 3 Monte Carlo runs: may be 0 at 95 %
 
 
 def test_bounds_stage_does_not_catch_scores_that_ignore_inclusion(tmp_path: Path) -> None:
     rng = np.random.default_rng(1)
     included = rng.random(400) < 0.5
-    audit = _bounds_inputs(tmp_path, rng.normal(size=400), included, 1.0, claimed=1.0)
     config = OneRunConfig(bounds=BoundsParams(curve_canaries=[100], ceiling_repeats=3))
-    from dpaudit.experiments.base import read_manifest
-
-    result = bounds(config, audit, read_manifest(audit))
-    assert result.metrics["epsilon_lower"] < 0.5 and result.metrics["caught"] == 0.0
-    best, analysis, assumption = headline({}, 1.0)
-    assert (best, analysis, assumption) == (0.0, "none", "none")
+    audit, manifest = _bounds_inputs(tmp_path, rng.normal(size=400), included, 1.0, 1.0, config)
+    result = bounds(config, audit, manifest)
+    assert result.metrics["headline"]["audit"]["epsilon_lower"] < 0.5
+    assert result.summary[0].scores["caught"] == 0.0
 
 
 # ---------------------------------------------------------------------------- train → bounds
@@ -274,7 +285,17 @@ def _run(root: Path, train: dict[str, Any]) -> dict[str, Any]:
     }
     for run in (pipeline.run_train, pipeline.run_losses, pipeline.run_attack, pipeline.run_bounds):
         run(params, "adult-onerun", root=root)
-    return read_json(Audit("adult", "onerun", root).bounds_metrics_path)  # the bounds stage's copy
+    audit = Audit("adult", "onerun", root)
+    row = ReportSection.load(audit.section_path).rows[0]
+    table = ResultsTable.load(audit.results_table_path)
+    assert table.headline().value == pytest.approx(row.epsilon_lower)
+    manifest = read_manifest(audit)
+    return {
+        "epsilon_lower": row.epsilon_lower,
+        **row.scores,
+        "noise_multiplier": manifest.mechanisms["declared"].noise_multiplier,
+        "noise_multiplier_used": manifest.facts["noise_multiplier_used"],
+    }
 
 
 def test_a_broken_pipeline_gives_a_larger_bound_and_is_caught(tmp_path: Path) -> None:

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import pytest
 
 from dpaudit.config import ParamsError, from_mapping
-from dpaudit.experiments.defences import DefenceKind, defence_kinds
 from dpaudit.experiments.params import LevelParams, TrainingKnobs
+from dpaudit.training.defences import DefenceKind, defence_kinds
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ def test_defence_kind_tables_name_what_the_stages_read() -> None:
 
 def test_both_setting_seeds_keep_their_values() -> None:
     """The shared hash changed no seed: both functions give what their earlier bodies gave."""
-    from dpaudit.experiments.game import setting_seed
+    from dpaudit.data.worlds import setting_seed
     from dpaudit.experiments.onerun.design import setting_seed as onerun_seed
 
     def digest(text: str) -> int:

@@ -38,7 +38,9 @@ from dpaudit.experiments.target.design.inputs import load_target_model, prepare_
 from dpaudit.io import read_json, write_npz
 from dpaudit.layout import Audit
 from dpaudit.results import ReportSection
+from dpaudit.scores import ScoreSet, read_score_sets, write_score_sets
 from dpaudit.sensitivity.search import SensitivityConfig, run_sensitivity
+from dpaudit.table import ResultsTable
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -110,20 +112,30 @@ def _raw_copy(data: Path, root: Path) -> Path:
 
 
 def test_trained_keras_target_gets_membership_metrics(audited: dict[str, Any]) -> None:
-    metrics = read_json(Audit("mine", "target", audited["root"]).results_path)
+    audit = Audit("mine", "target", audited["root"])
+    metrics = read_json(audit.results_path)
+    assert [s.key for s in read_score_sets(audit.scores_path)] == [
+        "attack=lira_offline",
+        "attack=loss_threshold",
+        "attack=logit_loss",
+    ]
     for attack in ("loss_threshold", "lira_offline"):
-        m = metrics[attack]
-        assert m["auroc_low"] <= m["auroc"] <= m["auroc_high"] and any(k.startswith("tpr_at_fpr") for k in m)
-        assert m["advantage_low"] <= m["advantage"] <= m["advantage_high"]
+        m = metrics[f"attack={attack}"]
+        assert m["auroc_low"] <= m["auroc"] <= m["auroc_high"]
+        # One spelling per quantity: the FPR is part of the name (default levels 1, 5, 10 %).
+        assert {"tpr_at_fpr_0p01", "tpr_at_fpr_0p05", "tpr_at_fpr_0p1"} <= set(m)
+        advantage = "advantage" if attack == "lira_offline" else "advantage_scores"
+        assert m[f"{advantage}_low"] <= m[advantage] <= m[f"{advantage}_high"]
     assert not [k for k in _keys(metrics) if "epsilon_lower" in k or "valid" in k]  # evidence, not bounds
+    assert not any(r.counted for r in ResultsTable.load(audit.results_table_path).rows)
     # 150 epochs on 60 records: members' losses are lower, so the attack beats guessing.
-    assert metrics["loss_threshold"]["auroc"] > 0.5
-    assert metrics["loss_threshold"]["yeom_tpr"] >= metrics["loss_threshold"]["yeom_fpr"]
-    star = metrics["epsilon_star"]
-    assert star["spread_low"] <= star["spread_high"] and 0.0 <= star["null_mean"] <= star["null_high"]
-    assert star["above_null"] == float(star["value"] > star["null_high"])
-    assert "declared" not in metrics  # nothing declared: no accountant's ε
-    assert 0.5 <= metrics["utility"]["accuracy_nonmembers"] <= 1.0
+    assert metrics["attack=loss_threshold"]["auroc"] > 0.5
+    assert metrics["attack=loss_threshold"]["advantage_yeom"] >= 0
+    star = metrics["attack=logit_loss"]
+    assert star["epsilon_star_parametric_low"] <= star["epsilon_star_parametric_high"]
+    assert 0.0 <= star["epsilon_star_null_mean"] <= star["epsilon_star_null_high"]
+    assert not any("epsilon_upper" in k for k in _keys(metrics))  # nothing declared: no accountant's ε
+    assert 0.5 <= metrics["audit"]["utility"] <= 1.0
 
 
 def test_the_mapped_model_reproduces_keras_losses(audited: dict[str, Any]) -> None:
@@ -177,12 +189,15 @@ def _synthetic_audit(root: Path, shift: float, n: int, seed: int) -> tuple[Audit
     audit = Audit("mine", "target", root)
     is_member = np.r_[np.ones(n, bool), np.zeros(n, bool)]
     record = rng.normal(size=2 * n) + shift * is_member  # what the model sees of each record
-    write_npz(audit.attack_dir / "scores.npz", {
-        "loss_threshold": record, "lira_offline": record + 0.1 * rng.normal(size=2 * n),
-        "is_member": is_member,
-        "yeom_threshold": np.array(0.0), "yeom_tpr": np.array(0.5), "yeom_fpr": np.array(0.5),
-    })
-    write_npz(audit.losses_path, {"logit_loss": -record, "accuracy": np.array(0.8)})
+    params = {"delta": 1e-4, "seed": seed, "fpr_levels": "0.01,0.1"}
+    audit.attack_dir.mkdir(parents=True)
+    write_score_sets(audit.scores_path, [
+        ScoreSet({"attack": "lira_offline"}, record + 0.1 * rng.normal(size=2 * n), is_member, ("rates",),
+                 params=params),
+        ScoreSet({"attack": "loss_threshold"}, record, is_member, ("rates",), params=params),
+        ScoreSet({"attack": "logit_loss"}, record, is_member, ("epsilon_star",), params=params),
+    ])
+    write_npz(audit.losses_path, {"accuracy": np.array(0.8)})
     manifest = TrainManifest(experiment="target", dataset="mine", delta=1e-4,
                              sizes={"members": n, "nonmembers": n, "pool": 0, "shadows": 4},
                              seeds={"seed": seed}, mechanisms={}, facts={"source": "reference"})
@@ -201,7 +216,8 @@ def test_shift_under_a_leak_free_mechanism_is_never_an_epsilon_lower_bound(tmp_p
         for row in result.summary:
             assert row.epsilon_lower is None and row.epsilon_upper == {}
             assert row.epsilon_lower_estimator == target_bounds.EVIDENCE_ONLY
-        aurocs.append(result.metrics["lira_offline"]["auroc_low"])
+        aurocs.append(result.metrics["attack=lira_offline"]["auroc_low"])
+        assert not any(r.counted or r.kind == "bound" for r in result.table.rows)
         section = target_report.section(config, audit, manifest, result)
         text = " ".join([section.description, *(t.title for t in section.tables),
                          *(str(c) for t in section.tables for c in t.columns)])
@@ -224,8 +240,9 @@ def test_declared_configuration_gives_every_accountants_epsilon(tmp_path: Path) 
     audit, manifest = _synthetic_audit(tmp_path, shift=0.0, n=300, seed=1)
     result = target_bounds.bounds(config, audit, manifest)
     expected = all_epsilons(1.2, 0.05, 100, 1e-5)
-    assert result.metrics["declared"]["epsilon_upper"] == pytest.approx(expected)
-    assert result.metrics["declared"]["steps"] == 100 and result.metrics["declared"]["clip_norm"] == 1.0
+    upper = {k.removeprefix("epsilon_upper_"): v for k, v in result.metrics["audit"].items() if "upper" in k}
+    assert upper == pytest.approx(expected)
+    assert result.context["declared"]["steps"] == 100 and result.context["declared"]["clip_norm"] == 1.0
     assert result.summary[0].epsilon_upper == pytest.approx(expected)
     assert result.summary[0].epsilon_lower is None
     section = target_report.section(config, audit, manifest, result)

@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dpaudit.attacks import di
 from dpaudit.config import ParamsError
 from dpaudit.training import dpsgd, models, shards
+from dpaudit.training.dpsgd.difference import di_observer
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -47,11 +47,11 @@ def _assert_equal(a: dpsgd.TrainResult, b: dpsgd.TrainResult) -> None:
 
 def test_chunks_concatenated_equal_one_call() -> None:
     model, X, y, mask, cfg, kw = _problem()
-    whole = dpsgd.train_trials(model, X, y, mask, cfg, seed=5, observers={"di": di.di_observer()}, **kw)
+    whole = dpsgd.train_trials(model, X, y, mask, cfg, seed=5, observers={"di": di_observer()}, **kw)
     size, num_chunks = dpsgd.chunk_layout(model, mask, cfg, chunk_size=4)
     assert (size, num_chunks) == (4, 6)
     parts = [
-        dpsgd.train_trials(model, X, y, mask, cfg, seed=5, observers={"di": di.di_observer()}, chunks=r, **kw)
+        dpsgd.train_trials(model, X, y, mask, cfg, seed=5, observers={"di": di_observer()}, chunks=r, **kw)
         for r in shards.shard_ranges(num_chunks, 4)
     ]
     merged = dpsgd.TrainResult(
@@ -92,7 +92,7 @@ def local_ray():
 @pytest.mark.timeout(300)
 def test_two_ray_workers_equal_one_process(local_ray) -> None:
     model, X, y, mask, cfg, kw = _problem()
-    obs = {"di": di.di_observer()}
+    obs = {"di": di_observer()}
     local = shards.run_trials(model, X, y, mask, cfg, seed=7, observers=obs, **kw)
     with shards.using(shards.RunnerConfig(kind="ray", shard_chunks=2, driver_trains=False)):
         sharded = shards.run_trials(model, X, y, mask, cfg, seed=7, observers=obs, **kw)
@@ -108,7 +108,7 @@ def test_driver_and_ray_workers_share_the_queue_and_equal_one_process(
     """The driver trains shard 0, then holds its next shard until a Ray worker has finished one,
     so both own shards; the result is bit-identical to one local call."""
     model, X, y, mask, cfg, kw = _problem()
-    obs = {"di": di.di_observer()}
+    obs = {"di": di_observer()}
     local = shards.run_trials(model, X, y, mask, cfg, seed=11, observers=obs, **kw)
     real = dpsgd.train_trials
     calls: list[range] = []
@@ -132,7 +132,7 @@ def test_driver_and_ray_workers_share_the_queue_and_equal_one_process(
 
 def _dies_once(marker: Path, driver: int) -> dpsgd.Observer:
     """An observer that kills its Ray worker process the first time a worker traces it."""
-    inner = di.di_observer()
+    inner = di_observer()
 
     def observe(state: dpsgd.StepState) -> dict:
         if os.getpid() != driver and not marker.exists():

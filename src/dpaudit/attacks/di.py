@@ -12,7 +12,8 @@ trainer's tracked difference), and r_i − μ_b = σ_i ξ_i for the world b actu
 
     LLR_i = (‖r_i − μ_D′‖² − ‖r_i − μ_D‖²) / (2σ_i²) = ⟨ξ_i, Δ_i⟩/σ_i + s·‖Δ_i‖²/(2σ_i²),
 
-with s = +1 if b = D and −1 if b = D′. :func:`di_observer` records ⟨ξ_i, Δ_i⟩, ‖Δ_i‖² and σ_i
+with s = +1 if b = D and −1 if b = D′. The trainer's observer
+:func:`dpaudit.training.dpsgd.difference.di_observer` records ⟨ξ_i, Δ_i⟩, ‖Δ_i‖² and σ_i
 inside the trainer's step (three scalars per trial and step, no gradient history) and
 :func:`log_likelihood_ratios` evaluates the formula in float64; it is the adversary's exact
 quantity without a second pass over D and D′.
@@ -30,30 +31,8 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-import tensorflow as tf
 from scipy import stats
 from scipy.special import expit
-
-from dpaudit.bounds.accountants import epsilon_rdp_heterogeneous
-from dpaudit.bounds.empirical import di_advantage_from_wins, epsilon_from_di_advantage
-from dpaudit.training.dpsgd import Observer, StepState
-
-
-def di_observer() -> Observer:
-    """Trainer observer recording per trial and step: ``dot`` ⟨ξ, Δ⟩, ``dd`` ‖Δ‖² and ``sigma``."""
-
-    def observe(state: StepState) -> dict[str, tf.Tensor]:
-        dot = None
-        dd = None
-        for xi, d in zip(state.noise, state.difference, strict=True):
-            axes = list(range(1, len(d.shape)))
-            a = tf.reduce_sum(xi * d, axis=axes)
-            b = tf.reduce_sum(tf.square(d), axis=axes)
-            dot = a if dot is None else dot + a
-            dd = b if dd is None else dd + b
-        return {"dot": dot, "dd": dd, "sigma": state.sigma}
-
-    return observe
 
 
 def log_likelihood_ratios(
@@ -102,8 +81,11 @@ class Advantage:
 
 
 def advantage(wins: int, trials: int, confidence: float = 0.95) -> Advantage:
-    """Advantage and its exact binomial (Clopper–Pearson) interval from scipy.stats.binomtest."""
-    point = di_advantage_from_wins(wins, trials)
+    """Adv = 2·wins/n − 1 (Bernau §5.3 iii) and its exact binomial (Clopper–Pearson) interval from
+    scipy.stats.binomtest."""
+    if trials <= 0 or not 0 <= wins <= trials:
+        raise ValueError(f"need 0 <= wins <= trials and trials > 0, got wins={wins}, trials={trials}")
+    point = 2.0 * wins / trials - 1.0
     ci = stats.binomtest(int(wins), int(trials)).proportion_ci(confidence_level=confidence, method="exact")
     return Advantage(
         point,
@@ -154,6 +136,17 @@ def run_di(
     )
 
 
+def scores_of_d(final_true_log_odds: np.ndarray, world: np.ndarray) -> np.ndarray:
+    """Per-trial scores of A_DI,Gau for the auditor: the final log-odds of D, higher = "in".
+
+    "In" is world D (world bit 1): D holds x̂, D′ lacks it (unbounded) or holds x̂′ instead
+    (bounded). ±∞ (a belief of exactly 0 or 1) is clipped to ±1e300 so that every score is finite;
+    the adversary's decision (β_k(D) ≥ 1/2) is ``scores >= 0``.
+    """
+    log_odds_d = true_log_odds(np.asarray(final_true_log_odds, dtype=np.float64), world)
+    return np.clip(log_odds_d, -1e300, 1e300)
+
+
 def advantage_of_guesses(guess_d: np.ndarray, world: np.ndarray, confidence: float = 0.95) -> Advantage:
     """Adv with its interval from per-trial guesses ("D" = True) and the worlds drawn (1 = D)."""
     wins = int(np.sum(np.asarray(guess_d, dtype=bool) == (np.asarray(world) == 1)))
@@ -163,42 +156,6 @@ def advantage_of_guesses(guess_d: np.ndarray, world: np.ndarray, confidence: flo
 def delta_prime(final_true_log_odds: np.ndarray, rho_beta: float) -> float:
     """δ′: share of trials whose final belief in the true dataset exceeds ρβ (Bernau §5.3)."""
     return float(np.mean(np.asarray(final_true_log_odds) > math.log(rho_beta / (1.0 - rho_beta))))
-
-
-def effective_noise_multipliers(sigma: np.ndarray, dd: np.ndarray) -> np.ndarray:
-    """σ_i / LS_i per trial and step: the noise multiplier relative to the actual difference (§5.3 i)."""
-    ls = np.sqrt(np.asarray(dd, dtype=np.float64))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(ls > 0, np.asarray(sigma, dtype=np.float64) / ls, np.inf)
-
-
-def epsilon_from_sensitivities(sigma: np.ndarray, dd: np.ndarray, delta: float) -> tuple[float, int]:
-    """ε′ (i): RDP ε of each trial's per-step effective noise multipliers, maximised over trials.
-
-    For full-batch Gaussian steps the RDP of order α is α·Σ_i 1/(2 z_i²), so the trial with the
-    largest Σ_i z_i⁻² has the largest ε; only that trial goes through the heterogeneous RDP
-    accountant (the maximum is exact). Returns (ε′, index of the maximising trial).
-    """
-    z = effective_noise_multipliers(sigma, dd)
-    score = np.sum(np.where(np.isfinite(z), 1.0 / np.square(np.where(np.isfinite(z), z, 1.0)), 0.0), axis=1)
-    worst = int(np.argmax(score))
-    if score[worst] == 0:
-        return 0.0, worst
-    return epsilon_rdp_heterogeneous(z[worst], delta, 1.0), worst
-
-
-def epsilon_from_beliefs(final_true_log_odds: np.ndarray) -> float:
-    """ε′ (ii): ln(β/(1−β)) of the largest final belief (Eq. 10), taken in log space; ≥ 0."""
-    return max(0.0, float(np.max(final_true_log_odds)))
-
-
-def epsilon_prime_from_advantage(adv: float, delta: float) -> float:
-    """ε′ (iii): inverse of Thm. 2 (Eq. 15) at the empirical advantage (0 for Adv ≤ 0).
-
-    Not to be confused with :func:`dpaudit.bounds.empirical.epsilon_from_advantage` (Erlingsson
-    Prop. 3, a bound from a membership advantage): this one is Bernau's estimate ε′ from Adv_DI.
-    """
-    return epsilon_from_di_advantage(float(np.clip(adv, -1.0, 1.0)), delta)
 
 
 def expected_advantage_local(noise_multiplier: float, steps: int) -> float:

@@ -4,20 +4,18 @@ Nasr, Song, Thakurta, Papernot, Carlini (2021), "Adversary Instantiation: Lower 
 Differentially Private Machine Learning" (`../shared/papers/nasr-adversary-instantiation.txt`;
 `../shared/specs/instantiation.md`, threat models E and F).
 
-**Crafter 4** (§IV-E). After t_o warm-up steps the adversary sums the absolute parameter updates
-M = Σ_{t<t_o} |θ_{t+1} − θ_t| and picks the 2n coordinates with the smallest M
-(:func:`smallest_update_coordinates`). The canary gradient is s_p·C/√(2n) on those coordinates and 0
-elsewhere, with s_p = +1, −1, +1, … in the order of the chosen coordinates (Crafter 4, lines 4–7;
-:func:`canary_signs`, which can also draw seeded random signs), so that its L2 norm is the clip norm
-C and clipping leaves it unchanged (:func:`canary_gradient`). In world D′ the trainer adds it to the
-clipped sum with probability q at every step after t_o; it then receives the same N(0, σ²I) noise,
-σ = z·C, as every privatized sum.
+**Crafter 4** (§IV-E) lives with the trainer that injects it (:mod:`dpaudit.training.gradient_canary`):
+after t_o warm-up steps the adversary picks the 2n coordinates with the smallest summed |update| and
+crafts the canary gradient s_p·C/√(2n) on them (norm C, so clipping leaves it unchanged). In world D′
+the trainer adds it to the clipped sum with probability q at every step after t_o; it then receives
+the same N(0, σ²I) noise, σ = z·C, as every privatized sum. ``canary_projection`` below is
+:func:`dpaudit.training.gradient_canary.canary_projection`.
 
 **Distinguisher 3** (§IV-E, and §IV-F "identical to prior"). The adversary observes every step's
 privatized sum g_t at the canary coordinates and projects it on the unit canary direction
 u = canary/C:
 
-    d_t = ⟨g_t, u⟩ = Σ_p s_p g_{t,p} / √(2n)            (:func:`canary_projection`).
+    d_t = ⟨g_t, u⟩ = Σ_p s_p g_{t,p} / √(2n)            (``canary_projection``).
 
 If the other examples' gradients vanish on those coordinates (the paper's assumption, exact for
 Crafter 5's malicious dataset with learning rate 0), d_t ~ N(0, σ²) in world D and
@@ -58,85 +56,9 @@ from typing import Literal
 import numpy as np
 from scipy.stats import norm
 
-from dpaudit.bounds.stepwise import StepMoments
+from dpaudit.scores import StepMoments
 
 Direction = Literal["remove", "both"]
-
-
-# ---------------------------------------------------------------------------------------------
-# Crafter 4
-# ---------------------------------------------------------------------------------------------
-
-
-def smallest_update_coordinates(updates_abs_sum: np.ndarray, count: int) -> np.ndarray:
-    """The ``count`` (= 2n) coordinates with the smallest summed |update| (Nasr et al. Crafter 4, l. 1–2).
-
-    ``updates_abs_sum`` is ``[P]`` (or ``[..., P]``, e.g. one row per trial) of Σ_{t<t_o} |θ_{t+1} − θ_t|.
-    Returns integer indices ``[count]`` (or ``[..., count]``) ordered by increasing summed update;
-    ties go to the lower index, so the choice is deterministic also when every update is zero (Crafter
-    5's learning rate 0).
-    """
-    values = np.asarray(updates_abs_sum, dtype=np.float64)
-    if values.ndim < 1 or values.shape[-1] == 0:
-        raise ValueError(f"updates_abs_sum must have a non-empty parameter axis, got shape {values.shape}")
-    num_params = values.shape[-1]
-    if not 1 <= count <= num_params:
-        raise ValueError(f"count must be in 1..{num_params} (the number of parameters), got {count}")
-    if np.any(np.isnan(values)):
-        raise ValueError("updates_abs_sum contains NaN")
-    return np.argsort(values, axis=-1, kind="stable")[..., :count]
-
-
-def canary_signs(count: int, *, seed: int | None = None) -> np.ndarray:
-    """Signs s_p ∈ {+1, −1} of the canary coordinates, ``[count]`` float64.
-
-    ``seed=None``: +1, −1, +1, … as in Crafter 4 (lines 4–7, ``s ← −s``). An integer seed draws
-    independent Rademacher signs instead (``numpy.random.default_rng(seed)``).
-    """
-    if count < 1:
-        raise ValueError(f"count must be >= 1, got {count}")
-    if seed is None:
-        return np.where(np.arange(count) % 2 == 0, 1.0, -1.0)
-    return np.random.default_rng(seed).choice(np.array([1.0, -1.0]), size=count)
-
-
-def canary_gradient(
-    num_params: int, coordinates: np.ndarray, clip_norm: float, *, seed: int | None = None
-) -> np.ndarray:
-    """The malicious gradient of Crafter 4: s_p·C/√(2n) on the 2n ``coordinates``, 0 elsewhere, ``[P]``.
-
-    Its L2 norm is C (up to floating-point rounding), so clipping at C leaves it unchanged. Signs
-    follow :func:`canary_signs` in the order of ``coordinates`` (alternating unless ``seed`` is given).
-    """
-    coords = np.asarray(coordinates)
-    if coords.ndim != 1 or coords.size == 0 or not np.issubdtype(coords.dtype, np.integer):
-        raise ValueError(
-            f"coordinates must be a non-empty 1-D integer array, got {coords.dtype} {coords.shape}"
-        )
-    if coords.min() < 0 or coords.max() >= num_params:
-        raise ValueError(f"coordinates must lie in 0..{num_params - 1}, got {coords.min()}..{coords.max()}")
-    if np.unique(coords).size != coords.size:
-        raise ValueError("coordinates must be distinct")
-    if not clip_norm > 0:
-        raise ValueError(f"clip_norm must be > 0, got {clip_norm}")
-    gradient = np.zeros(num_params, dtype=np.float64)
-    gradient[coords] = canary_signs(coords.size, seed=seed) * (clip_norm / np.sqrt(coords.size))
-    return gradient
-
-
-def canary_projection(values_at_coordinates: np.ndarray, signs: np.ndarray) -> np.ndarray:
-    """d = ⟨g, u⟩ = Σ_p s_p g_p / √(2n): a privatized sum projected on the unit canary direction.
-
-    ``values_at_coordinates`` is ``[..., 2n]`` (e.g. ``[trials, steps, 2n]``: the observer's record of
-    the privatized sums at the canary coordinates, in gradient units, not parameter updates, which
-    carry a factor −learning rate); ``signs`` is ``[2n]``. Returns ``[...]``. The sign-aligned sum
-    of the spec and of Distinguisher 3 (line 12) is √(2n) times this.
-    """
-    values = np.asarray(values_at_coordinates, dtype=np.float64)
-    s = np.asarray(signs, dtype=np.float64)
-    if s.ndim != 1 or values.shape[-1:] != s.shape:
-        raise ValueError(f"values_at_coordinates {values.shape} must end in the signs' length {s.shape}")
-    return values @ s / np.sqrt(s.size)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -156,9 +78,10 @@ def distinguisher3_scores(
 ) -> np.ndarray:
     """Distinguisher 3 as the likelihood-ratio test of the Poisson-subsampled Gaussian, ``[trials]``.
 
-    ``privatized_dots`` is ``[trials, steps]`` of d_t = ⟨g_t, u⟩ (:func:`canary_projection`) over the
-    steps where the canary may be present; ``noise_std`` is σ = z·C, the standard deviation of the
-    noise on each coordinate of the privatized sum; ``canary_norm`` is C. Returns
+    ``privatized_dots`` is ``[trials, steps]`` of d_t = ⟨g_t, u⟩
+    (:func:`dpaudit.training.gradient_canary.canary_projection`) over the steps where the canary may
+    be present; ``noise_std`` is σ = z·C, the standard deviation of the noise on each coordinate of
+    the privatized sum; ``canary_norm`` is C. Returns
     Σ_t log[(1 − q) + q·exp((C d_t − C²/2)/σ²)] (higher = world D′), the spec's
     Σ_t log[(1 − q) + q·exp((μ D_t − μ²/2)/v)] with D_t = √(2n) d_t, μ = √(2n) C, v = 2n σ² (see the
     module docstring). Nasr et al. §IV-E, Distinguisher 3; the statistic is optimal (Neyman–Pearson)
@@ -186,7 +109,7 @@ def distinguisher3_literal_scores(
     """The paper's literal Distinguisher 3: log Π_t p(d_t | watermark) with Eq. 6 as printed, ``[trials]``.
 
     ``sign_aligned_sums`` is ``[trials, steps]`` of d_t = Σ_p s_p g_{t,p} (Distinguisher 3, line 12;
-    √(2n) times :func:`canary_projection`), ``num_coordinates`` is 2n. Returns
+    √(2n) times ``canary_projection``), ``num_coordinates`` is 2n. Returns
     Σ_t [−log(2√(π n σ²)) − (d_t − C)²/(2σ²)]; the paper answers D′ when the product exceeds τ, i.e.
     higher = D′. It ignores q and the null hypothesis and its centring at C is only right for 2n = 1
     (see the module docstring); use :func:`distinguisher3_scores` for the audit.

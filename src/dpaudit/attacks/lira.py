@@ -13,7 +13,8 @@ training set of model m. Every model in turn is the *target* and the other M −
 1. turns the target's logits on canary k into a confidence φ_km (Carlini et al.'s
    logit scaling of the model confidence):
    the logit-scaled confidence φ = log(p_y / (1 − p_y)) = z_y − logsumexp_{j≠y} z_j
-   (:func:`logit_scaled_confidence`) or the hinge z_y − max_{j≠y} z_j (:func:`hinge_confidence`);
+   (:func:`dpaudit.training.outputs.logit_scaled_confidence`) or the hinge z_y − max_{j≠y} z_j
+   (:func:`dpaudit.training.outputs.hinge_confidence`), computed by the losses stage;
 2. fits Gaussians to the shadows' confidences on the same canary: N(μ_in, σ_in²) over the shadows
    m′ ≠ m that trained on k and N(μ_out, σ_out²) over those that did not (the parametric fits of
    Algorithm 1);
@@ -60,7 +61,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from scipy.special import logsumexp
 from scipy.stats import norm
 
 Mode = Literal["online", "offline"]
@@ -72,56 +72,6 @@ MIN_SHADOWS = 2
 #: Default floor on fitted standard deviations, so a canary whose shadows agree exactly still gets
 #: a finite score (Carlini et al.'s released code adds 1e-30 for the same reason).
 DEFAULT_MIN_STD = 1e-6
-
-
-def _logits_and_labels(logits: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    z = np.asarray(logits, dtype=np.float64)
-    y = np.asarray(labels)
-    if z.ndim < 1 or z.shape[-1] < 2:
-        raise ValueError(f"logits must have a class axis of size >= 2 last, got shape {z.shape}")
-    if not np.issubdtype(y.dtype, np.integer):
-        raise ValueError(f"labels must be integers, got dtype {y.dtype}")
-    if y.shape != z.shape[:-1]:
-        try:
-            y = np.broadcast_to(y, z.shape[:-1])
-        except ValueError as error:
-            raise ValueError(
-                f"labels of shape {y.shape} do not match logits of shape {z.shape} (expected {z.shape[:-1]})"
-            ) from error
-    num_classes = z.shape[-1]
-    if y.size and (y.min() < 0 or y.max() >= num_classes):
-        raise ValueError(f"labels must lie in 0..{num_classes - 1}, got range {y.min()}..{y.max()}")
-    return z, y
-
-
-def _split_true_class(logits: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The true-class logit z_y and the other logits with z_y replaced by −inf."""
-    z, y = _logits_and_labels(logits, labels)
-    is_true = np.arange(z.shape[-1]) == y[..., None]
-    true_logit = np.take_along_axis(z, y[..., None], axis=-1)[..., 0]
-    others = np.where(is_true, -np.inf, z)
-    return true_logit, others
-
-
-def logit_scaled_confidence(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """Logit-scaled confidence φ = z_y − logsumexp_{j≠y} z_j (Carlini et al. 2022, logit scaling).
-
-    Equal to log(p_y / (1 − p_y)) for p = softmax(z), but computed from the logits with a stable
-    logsumexp, so it stays finite and exact when p_y rounds to 1 in floating point. ``logits`` is
-    ``[..., C]``; ``labels`` (integers in ``0..C−1``) has the leading shape ``[...]`` or broadcasts
-    to it (e.g. one label per canary, ``[K, 1]`` against logits ``[K, M, C]``). Returns ``[...]``.
-    """
-    true_logit, others = _split_true_class(logits, labels)
-    return true_logit - logsumexp(others, axis=-1)
-
-
-def hinge_confidence(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """Hinge confidence z_y − max_{j≠y} z_j (the hinge alternative to logit scaling).
-
-    Shapes as in :func:`logit_scaled_confidence`.
-    """
-    true_logit, others = _split_true_class(logits, labels)
-    return true_logit - np.max(others, axis=-1)
 
 
 @dataclass(frozen=True)
@@ -239,7 +189,8 @@ def lira_scores(
     """LiRA scores ``[K, M]`` for every (canary k, target model m); higher means "member".
 
     ``confidences`` is ``[K, M]`` or ``[K, M, A]`` (A query augmentations) of per-model confidences,
-    e.g. :func:`logit_scaled_confidence`; ``membership`` is the boolean ``[K, M]`` design. Online:
+    e.g. :func:`dpaudit.training.outputs.logit_scaled_confidence`; ``membership`` is the boolean
+    ``[K, M]`` design. Online:
     ``mean_a [log N(φ_kma; μ_in, σ_in²) − log N(φ_kma; μ_out, σ_out²)]`` (Carlini et al. 2022,
     Algorithm 1). Offline: ``mean_a [−log Pr(Z > φ_kma)]``, Z ~ N(μ_out, σ_out²) (one-sided).
     Fits are leave-one-out over the other models (:func:`leave_one_out_fits`); σ is floored at

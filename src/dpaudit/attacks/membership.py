@@ -18,6 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 from sklearn.metrics import roc_curve
 
+from dpaudit.training.outputs import losses_from_logits
+
 #: Smallest probability used inside a logarithm (cross-entropy of a confident wrong prediction).
 PROBABILITY_FLOOR = 1e-12
 
@@ -37,8 +39,8 @@ def cross_entropy_loss(probabilities: np.ndarray, labels: np.ndarray) -> np.ndar
     ``probabilities`` is ``[..., n, C]`` (rows sum to one; leading axes, e.g. trials, are kept);
     ``labels`` is ``[n]`` with values in ``0..C-1``. Probabilities are floored at
     :data:`PROBABILITY_FLOOR` so a confidently wrong prediction gives a large finite loss. This is
-    :func:`losses_from_logits` applied to the log-probabilities (a softmax of log p is p), so the
-    package has one cross-entropy.
+    :func:`dpaudit.training.outputs.losses_from_logits` applied to the log-probabilities (a softmax
+    of log p is p), so the package has one cross-entropy.
     """
     probs = np.asarray(probabilities, dtype=np.float64)
     if probs.ndim < 2:
@@ -47,33 +49,6 @@ def cross_entropy_loss(probabilities: np.ndarray, labels: np.ndarray) -> np.ndar
         log_probs = np.log(np.clip(probs, PROBABILITY_FLOOR, 1.0))
     ce, _ = losses_from_logits(log_probs, labels)
     return ce
-
-
-def losses_from_logits(logits: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Cross-entropy and Negoescu's logit loss (footnote 1) of softmax outputs, from the logits.
-
-    With logits z and true class y, p_y = softmax(z)_y gives cross-entropy −log p_y =
-    logsumexp(z) − z_y and logit loss −(log p_y − log(1 − p_y)) = logsumexp_{j≠y}(z_j) − z_y.
-    Working on logits in float64 (``scipy.special.logsumexp``) keeps both exact where float32
-    probabilities round to 1 and a probability-based logit loss would hit its clipping floor.
-    ``logits`` is ``[..., n, C]`` with ``C >= 2``; ``labels`` is ``[n]``.
-    """
-    from scipy.special import logsumexp
-
-    z = np.asarray(logits, dtype=np.float64)
-    labels = np.asarray(labels)
-    if z.ndim < 2 or z.shape[-1] < 2:
-        raise ValueError(f"logits must be [..., n, C] with C >= 2, got shape {z.shape}")
-    n, num_classes = z.shape[-2], z.shape[-1]
-    if labels.shape != (n,):
-        raise ValueError(f"labels must have shape ({n},) to match logits {z.shape}, got {labels.shape}")
-    if labels.size and (labels.min() < 0 or labels.max() >= num_classes):
-        raise ValueError(f"labels must lie in 0..{num_classes - 1}, got {labels.min()}..{labels.max()}")
-    onehot = np.arange(num_classes) == labels[:, None]  # [n, C]
-    z_true = np.sum(np.where(onehot, z, 0.0), axis=-1)
-    ce = logsumexp(z, axis=-1) - z_true
-    others = logsumexp(np.where(onehot, -np.inf, z), axis=-1)
-    return ce, others - z_true
 
 
 def yeom_decision(losses: np.ndarray, threshold: np.ndarray | float) -> np.ndarray:

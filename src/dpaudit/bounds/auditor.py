@@ -356,6 +356,7 @@ def audit_scores(
     one_run_fractions: Sequence[float] = (0.01, 0.05, 0.2, 1.0),
     max_thresholds: int = 200,
     show_progress: bool = False,
+    counted_level: float | None = None,
 ) -> ScoresAudit:
     """Audit attack scores: ε lower bounds per estimator, a headline, TPR at fixed FPR, AUROC, advantage.
 
@@ -372,6 +373,9 @@ def audit_scores(
     counted bounds are each computed at 1 − (1 − confidence)/k, so their maximum holds at
     ``confidence`` (union bound); the others, and the intervals, at ``confidence``. Bounds whose
     assumption nobody declared are still reported (``counted=False``), never in the headline.
+    ``counted_level`` overrides that share when a caller splits the level over more than this one
+    call (:func:`dpaudit.bounds.registry.audit_score_sets`); the returned headline then states
+    its own joint level, 1 − k·(1 − counted_level).
     """
     pos = _as_scores(in_scores, "in_scores")
     neg = _as_scores(out_scores, "out_scores")
@@ -382,6 +386,10 @@ def audit_scores(
             raise ValueError(f"fpr_levels must lie in (0, 1), got {level!r}")
     counted = _headline_set(headline, assume_gaussian, mechanism, one_run)
     share = 1.0 - (1.0 - confidence) / len(counted)
+    headline_level = confidence
+    if counted_level is not None:
+        share = _check_confidence(counted_level)
+        headline_level = 1.0 - len(counted) * (1.0 - share)
 
     def level_of(name: str) -> float:
         return share if name in counted else confidence
@@ -422,7 +430,7 @@ def audit_scores(
     bar.close()
     return ScoresAudit(
         lower_bounds=bounds,
-        headline=_headline_of(bounds, counted, confidence),
+        headline=_headline_of(bounds, counted, headline_level),
         tpr_at_fpr={float(level): tpr_at_fpr(pos, neg, float(level), confidence) for level in fpr_levels},
         auroc=auroc_interval(pos, neg, confidence),
         advantage=advantage_interval(pos, neg, confidence),

@@ -52,6 +52,7 @@ __all__ = [
     "ThresholdBound",
     "advantage_from_epsilon",
     "clopper_pearson_upper",
+    "cp_cap",
     "di_advantage_from_wins",
     "epsilon_from_advantage",
     "epsilon_from_di_advantage",
@@ -117,6 +118,19 @@ def epsilon_from_rates(fpr: np.ndarray | float, fnr: np.ndarray | float, delta: 
         a = np.where(1.0 - delta - fpr > 0, np.log(np.maximum(1.0 - delta - fpr, 1e-300) / fnr), -np.inf)
         b = np.where(1.0 - delta - fnr > 0, np.log(np.maximum(1.0 - delta - fnr, 1e-300) / fpr), -np.inf)
     return np.maximum(np.maximum(a, b), 0.0)
+
+
+def cp_cap(per_world: int, delta: float, confidence: float = 0.95) -> float:
+    """The largest ε lower bound N trials per world can certify (Nasr et al. Eqs. 4–5).
+
+    Used to plan an audit's trial count and drawn beside its bounds (the instantiation experiment).
+
+    A perfect test (no false positive, no false negative) with both Clopper–Pearson upper limits at
+    the one-sided level 1 − (1 − c)/2 (jointly c): FPR_U = FNR_U = 1 − ((1 − c)/2)^{1/N}. At c = 0.95,
+    δ = 1e-5: 3.28 / 4.21 / 4.91 / 5.60 / 7.90 / 12.51 for N = 100 / 250 / 500 / 1000 / 1e4 / 1e6.
+    """
+    upper = float(clopper_pearson_upper(0, int(per_world), limit_level(confidence, 2)))
+    return float(epsilon_from_rates(upper, upper, delta))
 
 
 @dataclass(frozen=True)

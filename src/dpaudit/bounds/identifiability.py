@@ -13,6 +13,8 @@ import math
 
 from scipy.stats import norm
 
+from dpaudit.training.accounting import epsilon_from_rho_beta
+
 __all__ = [
     "epsilon_from_rho_alpha",
     "epsilon_from_rho_beta",
@@ -45,17 +47,6 @@ def rho_beta_from_epsilon(epsilon: float) -> float:
     """Maximum posterior belief ρβ = 1 / (1 + e^{−ε}) — Bernau et al. Thm. 1."""
     epsilon = _check_epsilon(epsilon)
     return 1.0 / (1.0 + math.exp(-epsilon))
-
-
-def epsilon_from_rho_beta(rho_beta: float) -> float:
-    """ε = ln(ρβ / (1 − ρβ)), the budget that caps the posterior belief at ρβ — Bernau et al. Eq. 10.
-
-    ρβ must lie in [0.5, 1): a belief bound below the prior 0.5 is unattainable and 1 needs ε = ∞.
-    """
-    rho_beta = float(rho_beta)
-    if not 0.5 <= rho_beta < 1.0:
-        raise ValueError(f"rho_beta must lie in [0.5, 1), got {rho_beta!r}")
-    return math.log(rho_beta / (1.0 - rho_beta))
 
 
 def rho_alpha_from_epsilon(epsilon: float, delta: float) -> float:

@@ -67,6 +67,8 @@ from typing import Protocol
 import numpy as np
 from scipy import optimize, stats
 
+from dpaudit.scores import StepMoments
+
 __all__ = ["NOISE_SHARE", "StepMoments", "StepwiseBound", "stepwise_family_bound"]
 
 #: Share of the error budget 1 − c spent on σ_UB (the rest bounds Δ).
@@ -80,32 +82,6 @@ class Family(Protocol):
     steps: int
 
     def epsilon(self, noise_multiplier: float, delta: float) -> float: ...
-
-
-@dataclass(frozen=True)
-class StepMoments:
-    """Sufficient statistics of one world's per-step observations: count, Σ d and Σ d²."""
-
-    count: int
-    total: float
-    total_squares: float
-
-    @classmethod
-    def of(cls, values: np.ndarray) -> StepMoments:
-        """Moments of every entry of ``values`` (any shape, e.g. ``[trials, steps]``)."""
-        v = np.asarray(values, dtype=np.float64)
-        if not np.all(np.isfinite(v)):
-            raise ValueError("step observations must be finite")
-        return cls(int(v.size), float(v.sum()), float(np.square(v).sum()))
-
-    def __add__(self, other: StepMoments) -> StepMoments:
-        return StepMoments(
-            self.count + other.count, self.total + other.total, self.total_squares + other.total_squares
-        )
-
-    @property
-    def mean(self) -> float:
-        return self.total / self.count
 
 
 @dataclass(frozen=True)

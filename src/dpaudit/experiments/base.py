@@ -24,13 +24,16 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import pandas as pd
 
 from dpaudit.io import read_json, write_json
 from dpaudit.layout import TRAIN_MANIFEST_NAME, Audit
-from dpaudit.results import ReportSection, SummaryRow
+
+if TYPE_CHECKING:  # the bounds stage's results: not imported before it, so editing them never retrains
+    from dpaudit.results import ReportSection, SummaryRow
+    from dpaudit.table import ResultsTable
 
 __all__ = [
     "BoundsResult",
@@ -200,7 +203,9 @@ class BoundsResult:
     ``metrics/<audit>.json``); ``plots`` maps a CSV file name under ``plots/<audit>/`` to its table;
     ``summary`` holds the per-setting rows of the report's summary; ``context`` carries anything
     else the section needs (JSON-like values only); ``csv_float_format`` is pandas' ``float_format``
-    for the plot CSVs (None: full precision).
+    for the plot CSVs (None: full precision). ``table`` is the audit's part of the results table
+    (:mod:`dpaudit.table`), written to ``results/<audit>.csv``; ``metrics`` and ``summary`` are
+    selections from it.
     """
 
     metrics: dict[str, Any]
@@ -208,6 +213,7 @@ class BoundsResult:
     summary: list[SummaryRow]
     context: dict[str, Any] = field(default_factory=dict)
     csv_float_format: str | None = None
+    table: ResultsTable | None = None
 
 
 @runtime_checkable

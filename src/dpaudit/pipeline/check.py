@@ -40,7 +40,7 @@ def check_params(params: Mapping[str, Any]) -> list[Audit]:
     ``<experiment>.datasets``). Returns the validated audits.
     """
     from dpaudit.data.prepare import DataConfig
-    from dpaudit.report.render import config_from_params as report_config
+    from dpaudit.report.config import config_from_params as report_config
     from dpaudit.sensitivity.search import SensitivityConfig
 
     data = DataConfig.from_params(params)

@@ -43,6 +43,8 @@ def run_bounds(params: Mapping[str, Any], name: str, root: Path = Path(".")) -> 
         atomic_directory(audit.bounds_dir) as bounds_dir,
     ):
         write_json(results_path, result.metrics)
+        if result.table is not None:
+            result.table.save(audit.results_table_path)
         for file, frame in result.plots.items():
             frame.to_csv(plots_dir / file, index=False, float_format=result.csv_float_format)
         write_json(bounds_dir / audit.bounds_metrics_path.name, result.metrics)

@@ -20,13 +20,11 @@ from __future__ import annotations
 import datetime as _dt
 import html
 import logging
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-from dpaudit.config import from_mapping, require, section
 from dpaudit.io import atomic_path, write_json
+from dpaudit.report.config import ReportConfig, config_from_params
 from dpaudit.report.figures import FigureError, render_figure
 from dpaudit.report.html import CSS, anchor, figure_html, format_value, html_table
 from dpaudit.report.inputs import LoadedSection, audit_metrics, find_sections
@@ -48,21 +46,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class ReportConfig:
-    """The ``report`` section of ``params.yaml``: the report's title."""
-
-    title: str = "dpaudit audit report"
-
-    def __post_init__(self) -> None:
-        require(bool(self.title.strip()), "report.title", self.title, "must be a non-empty string")
-
-
-def config_from_params(params: Mapping[str, Any]) -> ReportConfig:
-    """Validate the ``report`` section of ``params.yaml`` (unknown keys and bad values name the key)."""
-    return from_mapping(ReportConfig, section(params, "report"), "report")
 
 
 def _table_html(table: TableSpec, audit: str) -> str:

@@ -28,12 +28,20 @@ from dpaudit.bounds.accountants import ACCOUNTANTS
 from dpaudit.report.html import Markup, anchor, format_value, html_table, tag
 from dpaudit.report.inputs import LoadedSection
 from dpaudit.results import ReportSection, SummaryRow
+from dpaudit.scores import ASSUMES
 
 #: Column names of the headline cells (:func:`headline_cells`), in order.
 HEADLINE_COLUMNS = ("ε proven", "ε promised", "proven / promised", "utility (audited model)")
 SCORES_COLUMN = "other headline scores"
 #: Share of the page width per summary column (audit, the four headline cells, the scores).
 SUMMARY_WIDTHS = (21, 17, 11, 10, 13, 28)
+#: Short display of each assumption tag of :data:`dpaudit.scores.ASSUMES`.
+ASSUMPTION_SHORT = {
+    "none": "no assumption",
+    "gaussian": "Gaussian",
+    "subsampled-gaussian": "this run's noise",
+    "one-run": "random inclusion",
+}
 #: Short tags for what an estimator assumes, by a phrase of its long description (first match wins).
 ASSUMPTION_TAGS = (
     ("gaussian", "Gaussian"),
@@ -55,9 +63,11 @@ def _finite(value: float | None) -> float | None:
 
 
 def summary_metrics(sections: Sequence[LoadedSection]) -> dict[str, dict[str, Any]]:
-    """Headline numbers per audit, numbers only (None and non-finite values are left out).
+    """Headline numbers per audit (None and non-finite values are left out).
 
-    Per audit: the accountants' ε, the best valid ε lower bound, the scores the section declares
+    Per audit: the accountants' ε, the best valid ε lower bound with its joint level
+    (``epsilon_lower_level``) and assumption tag (``epsilon_lower_assumes``, a key of
+    :data:`dpaudit.scores.ASSUMES`: the one string leaf), the scores the section declares
     (:attr:`ReportSection.scores`, e.g. ρβ and ρα, or Epsilon*) and the utility.
     """
     out: dict[str, dict[str, Any]] = {}
@@ -70,6 +80,11 @@ def summary_metrics(sections: Sequence[LoadedSection]) -> dict[str, dict[str, An
         lower = _finite(row.epsilon_lower)
         if lower is not None:
             entry["epsilon_lower"] = lower
+            level = confidence_level(row)
+            if level is not None:
+                entry["epsilon_lower_level"] = level
+            if row.epsilon_lower_assumes in ASSUMES:
+                entry["epsilon_lower_assumes"] = row.epsilon_lower_assumes
         for key in loaded.section.scores:
             value = _finite(row.scores.get(key))
             if value is not None:
@@ -104,6 +119,8 @@ def assumption_tag(assumes: str | None) -> str | None:
     """A short tag for an estimator's assumption ("no assumption", "Gaussian", …); None when unstated."""
     if assumes is None:
         return None
+    if assumes in ASSUMPTION_SHORT:
+        return ASSUMPTION_SHORT[assumes]
     text = assumes.strip().lower()
     if text in ("", "none") or text.startswith("none "):
         return "no assumption"
@@ -131,7 +148,8 @@ def _proven_cell(row: SummaryRow) -> Markup:
     short = assumption_tag(row.epsilon_lower_assumes)
     parts = [f"{level * 100:g} %" if level is not None else None, short]
     label = " · ".join(p for p in parts if p) or "level not stated"
-    tip = estimator + (f"; assumes: {row.epsilon_lower_assumes}" if row.epsilon_lower_assumes else "")
+    assumes = ASSUMES.get(row.epsilon_lower_assumes or "", row.epsilon_lower_assumes)
+    tip = estimator + (f"; assumes: {assumes}" if assumes else "")
     value = html.escape(number(float(lower)))
     if float(lower) == 0.0:
         value += " — " + html.escape(f"tried {row.tried}" if row.tried else "nothing proven above 0")

@@ -28,7 +28,15 @@ from dataclasses import dataclass
 import numpy as np
 import tensorflow as tf
 
-from dpaudit.training.layer_ops import CONTRACT_BLOCK, Activation, _activate, _blocks, contract_examples
+from dpaudit.training.layer_ops import (
+    CONTRACT_BLOCK,
+    Activation,
+    RowStats,
+    _activate,
+    _blocks,
+    contract_examples,
+    shared_rows,
+)
 from dpaudit.training.models_conv import DEPTHWISE_CHANNELS, UNROLL_TRIALS, Conv2D, Flatten, MaxPool
 
 __all__ = [
@@ -44,6 +52,7 @@ __all__ = [
     "LayerTrace",
     "MaxPool",
     "Model",
+    "RowStats",
     "Trainable",
     "_activate",
     "_blocks",
@@ -51,6 +60,7 @@ __all__ = [
     "contract_examples",
     "mlp",
     "model_for_dataset",
+    "shared_rows",
 ]
 
 
@@ -75,24 +85,25 @@ class Dense:
         z = tf.einsum("ni,tio->tno", a, W) if shared else tf.einsum("tni,tio->tno", a, W)
         return z + b[:, None, :]
 
-    def prepare(self, a: tf.Tensor, delta: tf.Tensor, shared: bool) -> tuple:
-        """What :meth:`sq_norms` and :meth:`weighted_sum` share (for dense layers just the inputs)."""
-        return (a, delta, shared)
+    def prepare(self, a: tf.Tensor, delta: tf.Tensor, shared: bool, rows: RowStats | None = None) -> tuple:
+        """What :meth:`sq_norms` and :meth:`weighted_sum` share: the inputs and, optionally, the
+        input rows' precomputed :class:`~dpaudit.training.layer_ops.RowStats`."""
+        return (a, delta, shared, rows)
 
     def sq_norms(self, prepared: tuple) -> tf.Tensor:
         """Squared per-example gradient norm [T, N]: (‖a_n‖² + 1)·‖δ_n‖² (the +1 is the bias)."""
-        a, delta, shared = prepared
-        a_sq = tf.reduce_sum(tf.square(a), axis=-1)
-        return (a_sq[None, :] if shared else a_sq) * tf.reduce_sum(tf.square(delta), axis=-1) + tf.reduce_sum(
-            tf.square(delta), axis=-1
-        )
+        a, delta, shared, rows = prepared
+        a_sq = tf.reduce_sum(tf.square(a), axis=-1) if rows is None else rows.sq
+        d_sq = tf.reduce_sum(tf.square(delta), axis=-1)
+        return (a_sq[None, :] if shared else a_sq) * d_sq + d_sq
 
     def weighted_sum(self, prepared: tuple, c: tf.Tensor) -> list[tf.Tensor]:
         """Σ_n c_n ∂ℓ_n/∂θ as matmuls per trial: [Σ_n c_n a_n δ_nᵀ, Σ_n c_n δ_n] (the sum over n in
         fixed-size blocks, see :func:`contract_examples`)."""
-        a, delta, shared = prepared
+        a, delta, shared, rows = prepared
         cd = delta * c[..., None]
-        return [contract_examples(a, cd, shared), tf.reduce_sum(cd, axis=1)]
+        blocks = None if rows is None else rows.blocks
+        return [contract_examples(a, cd, shared, blocks), tf.reduce_sum(cd, axis=1)]
 
     def per_example(self, a: tf.Tensor, delta: tf.Tensor, shared: bool) -> list[tf.Tensor]:
         """Materialised per-example gradients [T, R, in, out], [T, R, out] (for a few tracked rows)."""
@@ -206,11 +217,14 @@ class Model:
     def example_losses(self, logits: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
         """Per-example softmax cross-entropy ``[T, N]`` of logits ``[T, N, C]`` and integer labels
         (``[N]`` shared or ``[T, N]``). Two classes use the identity CE = softplus(z_other − z_label),
-        cheaper than the sparse softmax op; more classes use that op."""
+        cheaper than the sparse softmax op; more classes use that op. The two logits are taken by
+        ``tf.unstack``, whose gradient is one stack: the gradients of two strided slices were each a
+        zero-filled ``[T, N, 2]`` tensor (``StridedSliceGrad``, 8–15 % of an adult MLP step)."""
         labels = tf.cast(labels, tf.int32)
         labels = tf.broadcast_to(labels, tf.shape(logits)[:2])
         if self.num_classes == 2:
-            margin = logits[..., 1] - logits[..., 0]
+            z0, z1 = tf.unstack(logits, num=2, axis=-1)
+            margin = z1 - z0
             sign = 1.0 - 2.0 * tf.cast(labels, logits.dtype)  # +1 for label 0, −1 for label 1
             return tf.nn.softplus(sign * margin)
         return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)

@@ -13,6 +13,13 @@ attack gives one score per (canary k, target m): K·M decisions, half of them "i
   likelihood-ratio test with a Bernoulli model of "the target predicts the canary's assigned label".
   On clean records it is the defence's own population-style attack; on mislabeled canaries it is
   Aerni et al.'s adaptive attack (the defence hides confidences, but a memorised wrong label shows).
+
+Every (defence, attack, canary type) is one score set of K_t·M decisions (group ``defence`` /
+``attack`` / ``canary_type``; arrays ``canary`` and ``model``), audited for attack strength
+(estimator ``rates``). The defence's own attack on the single-record canary types (or on clean
+records where there are none) also names ``lira_per_model`` (ε lower bounds from one decision per
+model) and ``lira_pooled`` (an estimate from all decisions); a DP-SGD defence's sets declare the
+Poisson-subsampled Gaussian of its run (``assumes``, with q and T).
 """
 
 from __future__ import annotations
@@ -22,11 +29,11 @@ from pathlib import Path
 import numpy as np
 
 from dpaudit.attacks.lira import lira_scores
-from dpaudit.experiments.base import TrainManifest
-from dpaudit.experiments.canaries.config import CanariesConfig
-from dpaudit.experiments.canaries.design import ATTACK_FILE, DEFENCE_KINDS, DESIGN_FILE, load_audit_set
-from dpaudit.io import write_npz
+from dpaudit.experiments.base import TrainManifest, event_to_json
+from dpaudit.experiments.canaries.config import CANARY_TYPES, CanariesConfig
+from dpaudit.experiments.canaries.design import DEFENCE_KINDS, DESIGN_FILE, load_audit_set
 from dpaudit.layout import Audit
+from dpaudit.scores import ScoreSet, write_score_sets
 
 LIRA_ATTACKS = ("lira_online_logit", "lira_online_hinge", "lira_offline_logit", "lira_offline_hinge")
 LABEL_ONLY = "label_only"
@@ -60,34 +67,83 @@ def label_only_scores(hits: np.ndarray, membership: np.ndarray, smoothing: float
     return llr.mean(axis=-1)
 
 
+def main_attack(kind: str, confidence: str) -> str:
+    """The defence's own attack: label-only where the defence releases only labels (the heuristic),
+    online LiRA on ``confidence`` otherwise."""
+    return LABEL_ONLY if DEFENCE_KINDS[kind].label_only else f"lira_online_{confidence}"
+
+
+def bound_types(canary_type: np.ndarray) -> list[int]:
+    """The canary types ε is bounded on: the single-record non-clean types present (duplicates
+    differ by r records: their ε is a group-privacy ε), else clean."""
+    clean = CANARY_TYPES.index("clean")
+    present = [t for t in range(len(CANARY_TYPES)) if np.any(canary_type == t)]
+    single = [t for t in present if t != clean and CANARY_TYPES[t] != "duplicates"]
+    return single or [clean]
+
+
+def defence_sets(
+    defence: dict, scores: dict[str, np.ndarray], membership: np.ndarray, canary_type: np.ndarray,
+    own: str, manifest: TrainManifest,
+) -> list[ScoreSet]:  # fmt: skip
+    """The score sets of one defence: every attack × canary type (see the module docstring)."""
+    name, kind = str(defence["name"]), str(defence["kind"])
+    private = DEFENCE_KINDS[kind].private
+    mechanism = manifest.mechanisms.get(name)
+    params = {"delta": float(manifest.delta)}
+    if private:
+        params |= {
+            "sampling_rate": float(manifest.facts["sampling_rate"]),
+            "steps": int(manifest.facts["steps"]),
+        }
+    bounded = bound_types(canary_type)
+    sets = []
+    for attack_name, attack_scores in scores.items():
+        for t in range(len(CANARY_TYPES)):
+            rows = np.flatnonzero(canary_type == t)
+            if rows.size == 0:
+                continue
+            k, m = np.meshgrid(np.arange(rows.size), np.arange(membership.shape[1]), indexing="ij")
+            estimators = ("rates",)
+            if attack_name == own and t in bounded:
+                estimators += ("lira_per_model", "lira_pooled")
+            sets.append(
+                ScoreSet(
+                    {"defence": name, "attack": attack_name, "canary_type": CANARY_TYPES[t]},
+                    attack_scores[rows].ravel(),
+                    membership[rows].ravel(),
+                    estimators,
+                    "subsampled-gaussian" if private else "none",
+                    event_to_json(mechanism.dp_event()) if private and mechanism is not None else None,
+                    params,
+                    {"canary": k.ravel(), "model": m.ravel()},
+                )
+            )
+    return sets
+
+
 def attack(config: CanariesConfig, audit: Audit, manifest: TrainManifest, out_dir: Path) -> None:
-    """Scores ``[K, M]`` of every (defence, attack) pair; the design's membership and types."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    """Every defence's score sets, written to ``audit.scores_path`` (in ``out_dir``, the attack dir)."""
     audit_set = load_audit_set(audit.train_dir / DESIGN_FILE)
-    membership = audit_set.membership
+    membership = audit_set.membership.astype(bool)
     with np.load(audit.losses_path, allow_pickle=False) as f:
         views = {key: f[key] for key in f.files}
     queries = slice(None) if config.attack.augment else slice(0, 1)
-    arrays: dict[str, np.ndarray] = {}
+    sets: list[ScoreSet] = []
     for defence in manifest.facts["defences"]:
-        name, group = str(defence["name"]), str(defence["weights"])
-        if not DEFENCE_KINDS[str(defence["kind"])].label_only:
+        kind, group = str(defence["kind"]), str(defence["weights"])
+        scores: dict[str, np.ndarray] = {}
+        if not DEFENCE_KINDS[kind].label_only:
             for attack_name in LIRA_ATTACKS:
                 _, mode, confidence = attack_name.split("_")
                 phi = views[f"{group}__phi_{confidence}"][:, :, queries]
-                arrays[f"{name}__{attack_name}"] = lira_scores(
-                    phi,
-                    membership,
-                    mode=mode,
-                    variance=config.attack.variance,  # type: ignore[arg-type]
-                )
+                scores[attack_name] = lira_scores(
+                    phi, membership, mode=mode, variance=config.attack.variance,  # type: ignore[arg-type]
+                )  # fmt: skip
         hits = views[f"{group}__pred"][:, :, queries] == audit_set.canary_y[:, None, None]
-        arrays[f"{name}__{LABEL_ONLY}"] = label_only_scores(hits, membership)
-    arrays["membership"] = membership
-    arrays["canary_type"] = audit_set.canary_type
-    arrays["copies"] = audit_set.copies
-    arrays["main_confidence"] = np.asarray(config.attack.confidence)
-    arrays["variance"] = np.asarray(config.attack.variance)
-    arrays["augment"] = np.asarray(config.attack.augment)
-    write_npz(out_dir / ATTACK_FILE, arrays)
+        scores[LABEL_ONLY] = label_only_scores(hits, membership)
+        own = main_attack(kind, config.attack.confidence)
+        sets.extend(defence_sets(defence, scores, membership, audit_set.canary_type, own, manifest))
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_score_sets(out_dir / audit.scores_path.name, sets)

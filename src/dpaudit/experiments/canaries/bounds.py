@@ -2,35 +2,24 @@
 
 Aerni et al. (:data:`dpaudit.references.AERNI`) evaluate a defence by the TPR of a strong attack at
 a low FPR on its *most vulnerable* records (canaries), next to the population-style number that
-averages over typical records (here: clean canaries under the defence's own attack). For every
-defence × canary type × attack this stage reports the TPR at each FPR level with a two-sided
-Clopper–Pearson interval and the AUROC (the scores auditor's estimators,
-:mod:`dpaudit.bounds.auditor`); per defence the most vulnerable type, the population-style TPR and
-their ratio; test accuracy; and ε lower bounds from the canary scores through
-:func:`dpaudit.bounds.auditor.audit_scores`:
+averages over typical records (here: clean canaries under the defence's own attack). The attack
+stage's score sets (one per defence × attack × canary type) are audited into one table
+(:func:`dpaudit.bounds.audit.audit_score_sets`, estimators :mod:`~dpaudit.bounds.estimators.rates`
+and :mod:`~dpaudit.bounds.estimators.lira`): TPR at each FPR level with a two-sided Clopper–Pearson
+interval and the AUROC of every set; per defence the ε lower bounds from one decision per target
+model on each single-record canary type (counted; the level is split once over every type and
+estimator of the defence, so the defence's headline holds at the confidence jointly) and the pooled
+estimate. Beside them: every accountant's ε and the test accuracy.
 
-- ``per_model``: one decision per target model (canary ``m mod K_t`` of each single-record
-  type), so that no canary–model pair is counted twice and each model contributes one trial; the
-  headline is the best type, with the level Bonferroni-split over the types and estimators it
-  maximises (:func:`per_model_bounds`). The threshold sweeps assume nothing about the mechanism;
-  for DP-SGD defences the
-  subsampled-Gaussian family bound (``SubsampledGaussian(q, T)``) also applies: one canary's
-  inclusion vs exclusion in a DP-SGD run with Poisson sampling is exactly the pair that family
-  bounds (computed where the accountant's ε ≤ :data:`FAMILY_MAX_EPSILON`), and the attack
-  (including the shadows' fits, which use other, independently trained models) is
-  post-processing. Like every LiRA evaluation it treats the M decisions as independent trials,
-  although the shadows of one target are the targets of other decisions.
-- ``pooled_estimate``: all K_t·M decisions of the most vulnerable single-record type with the
-  assumption-free sweeps. Decisions on one model share its training run, so the count of
-  independent trials is overstated: an estimate, never counted as a bound.
-
-Duplicates are excluded from ε bounds: r copies of a record differ by r records, for which the
-accountant's ε is a group-privacy ε, not the one reported. LiRA: Carlini et al. 2022, arXiv
-2112.03570.
+Selections of the table: the most vulnerable canary type (largest mean TPR of the defence's own
+attack over the FPR levels, then AUROC), the population-style TPR (clean records), their ratio, and
+the acceptance checks of the experiment; the ROC curves come from the score sets. LiRA: Carlini et
+al. 2022, arXiv 2112.03570.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -39,13 +28,16 @@ import numpy as np
 import pandas as pd
 
 from dpaudit.bounds.accountants import compute_epsilon, epsilons_for_event
-from dpaudit.bounds.auditor import SubsampledGaussian, _auroc, _level_tag, _tpr_at_fpr, audit_scores
-from dpaudit.experiments.base import FAMILY_ASSUMES, BoundsResult, Mechanism, TrainManifest, finite_number
-from dpaudit.experiments.canaries.attack import LABEL_ONLY, LIRA_ATTACKS
+from dpaudit.bounds.audit import audit_score_sets
+from dpaudit.bounds.tradeoff import SubsampledGaussian
+from dpaudit.experiments.base import BoundsResult, Mechanism, TrainManifest, finite_number
+from dpaudit.experiments.canaries.attack import bound_types, main_attack
 from dpaudit.experiments.canaries.config import CANARY_TYPES, CanariesConfig
-from dpaudit.experiments.canaries.design import ATTACK_FILE, DEFENCE_KINDS
+from dpaudit.experiments.canaries.design import DEFENCE_KINDS
 from dpaudit.layout import Audit
 from dpaudit.results import SummaryRow
+from dpaudit.scores import ScoreSet, read_score_sets
+from dpaudit.table import NO_BOUND, ResultRow, ResultsTable, fpr_tag, headline_metrics
 
 ACCOUNTANT_ORDER = ("naive", "advanced", "rdp", "pld")
 #: Grid of FPRs at which the ROC table is sampled (log-spaced, for the log-log figure).
@@ -56,30 +48,21 @@ ROC_GRID = np.unique(np.concatenate([np.logspace(-4, 0, 41), [0.001, 0.01, 0.05]
 FAMILY_MAX_EPSILON = 100.0
 #: RDP ε above which the PLD accountant is skipped (see :func:`accountant_epsilons`).
 PLD_SKIP_ABOVE = 1000.0
-#: Fewest in- and out-decisions an ε lower bound is computed from (else it is reported as 0).
-MIN_DECISIONS = 10
-#: The acceptance ratio of issue 14 (canary-level vs population-level TPR).
+#: The acceptance ratio (canary-level vs population-level TPR).
 RATIO_TARGET = 5.0
-#: Accuracy window of issue 14's comparison of DP-SGD with the heuristic (5 points).
+#: Accuracy window of the comparison of DP-SGD with the heuristic (5 points).
 ACCURACY_WINDOW = 0.05
 
 
 def level_tag(level: float) -> str:
-    """``0.001`` → ``"0p001"``: the FPR level in metric keys, spelled as the scores auditor does
-    (``tpr_at_fpr_0p01``, :meth:`dpaudit.bounds.auditor.ScoresAudit.metrics`)."""
-    return _level_tag(level)
+    """``0.001`` → ``"0p001"``: the FPR part of ``tpr_at_fpr_*``."""
+    return fpr_tag(level)
 
 
 def check_level(levels: Sequence[float]) -> float:
     """The FPR level of the acceptance checks (and of the report's findings): 1% where the table has
     it, else its highest level."""
     return 0.01 if 0.01 in levels else levels[-1]
-
-
-def main_attack(kind: str, confidence: str) -> str:
-    """The defence's own attack: label-only where the defence releases only labels (the heuristic),
-    online LiRA on ``confidence`` otherwise."""
-    return LABEL_ONLY if DEFENCE_KINDS[kind].label_only else f"lira_online_{confidence}"
 
 
 def roc_points(
@@ -126,6 +109,30 @@ def summary_scores(canary_tpr: float, population_tpr: float, population_high: fl
     return scores
 
 
+def key(defence: str, attack: str | None = None, canary_type: str | None = None) -> str:
+    """The table group of a defence (its accountants and utility) or of one of its score sets
+    (:attr:`dpaudit.scores.ScoreSet.key`'s order)."""
+    parts = {"canary_type": canary_type, "defence": defence, "attack": attack}
+    return "/".join(f"{k}={v}" for k, v in parts.items() if v)
+
+
+def audit_table(sets: list[ScoreSet], confidence: float) -> ResultsTable:
+    """Every set's estimators; the counted bounds of one defence share 1 − ``confidence``."""
+    return audit_score_sets(sets, confidence, scope=lambda s: s.group["defence"])
+
+
+def with_bounds_params(
+    sets: list[ScoreSet], levels: Sequence[float], family: dict[str, bool]
+) -> list[ScoreSet]:
+    """The sets with the bounds stage's choices: the FPR levels, and whether a defence's family bound
+    is computed (its tightest accountant ε ≤ :data:`FAMILY_MAX_EPSILON`)."""
+    extra = {"fpr_levels": ",".join(f"{v:g}" for v in levels)}
+    return [
+        dataclasses.replace(s, params={**s.params, **extra, "family_bound": int(family[s.group["defence"]])})
+        for s in sets
+    ]
+
+
 def per_model_bounds(
     scores: np.ndarray,
     membership: np.ndarray,
@@ -134,281 +141,195 @@ def per_model_bounds(
     delta: float,
     confidence: float,
     family: SubsampledGaussian | None,
-    levels: tuple[float, ...],
+    levels: tuple[float, ...] = (0.01,),
 ) -> dict[int, float]:
-    """Per canary type, the headline ε lower bound from one decision per target model.
-
-    Model m decides on canary ``m mod K_t`` of type t, so no canary–model pair counts twice. The
-    types are fixed by the design, not chosen from the scores; each type's audit gets the share
-    1 − (1 − c)/len(types) of the level and is itself joint over its counted estimators (the
-    assumption-free sweeps, plus the subsampled-Gaussian family where ``family`` is given: DP-SGD
-    guarantees it), so the maximum over types holds at ``confidence``. GDP is never counted: it
-    assumes a full-batch Gaussian mechanism, which no defence here is. Types with fewer than
-    :data:`MIN_DECISIONS` in- or out-decisions are left out of the result (but still share the level).
-    """
-    share = 1.0 - (1.0 - confidence) / max(len(types), 1)
-    m_idx = np.arange(membership.shape[1])
-    out: dict[int, float] = {}
+    """Per canary type, the largest counted ε lower bound from one decision per target model
+    (estimator ``lira_per_model``), the level split once over every type and estimator, so the
+    maximum over types holds at ``confidence``. ``scores``/``membership``: ``[K, M]``; ``family``:
+    the DP-SGD run's family (its bound is then counted too). Types with too few decisions per world
+    are left out of the result (but still share the level)."""
+    params: dict[str, float | str] = {"delta": delta, "fpr_levels": ",".join(f"{v:g}" for v in levels)}
+    if family is not None:
+        params |= {"sampling_rate": family.sampling_rate, "steps": family.steps, "family_bound": 1}
+    sets = []
     for t in types:
-        rows_t = np.flatnonzero(ctype == t)
-        k_idx = rows_t[m_idx % rows_t.size]
-        one, one_in = scores[k_idx, m_idx], membership[k_idx, m_idx]
-        if min(one_in.sum(), (~one_in).sum()) < MIN_DECISIONS:
-            continue
-        audit = audit_scores(
-            one[one_in], one[~one_in], delta=delta, confidence=share, mechanism=family, fpr_levels=levels
-        )
-        out[t] = finite_number(audit.headline.epsilon)
+        rows = np.flatnonzero(ctype == t)
+        k, m = np.meshgrid(np.arange(rows.size), np.arange(membership.shape[1]), indexing="ij")
+        sets.append(ScoreSet(
+            {"defence": "d", "canary_type": CANARY_TYPES[t]}, scores[rows].ravel(), membership[rows].ravel(),
+            ("lira_per_model",), "subsampled-gaussian" if family else "none", None, params,
+            {"canary": k.ravel(), "model": m.ravel()},
+        ))  # fmt: skip
+    table = audit_table(sets, confidence)
+    out = {}
+    for t, s in zip(types, sets, strict=True):
+        counted = [r.value for r in table.select("epsilon_lower", s.key) if r.counted]
+        if counted:
+            out[t] = finite_number(max(counted))
     return out
 
 
+def select_defence(
+    table: ResultsTable, sets: list[ScoreSet], name: str, own: str, levels: Sequence[float]
+) -> dict[str, Any]:
+    """The table's selections for one defence: the most vulnerable canary type (largest mean TPR of
+    its own attack ``own`` over the FPR levels, then AUROC), that type's TPR, the population-style
+    TPR (clean), the best TPR of any attack on any non-clean type, the per-model headline (joint over
+    the defence's counted bounds) and the pooled estimate on the most vulnerable bounded type."""
+    present = [t for t in CANARY_TYPES if any(s.group["canary_type"] == t for s in sets)]
+
+    def tpr(attack: str, ctype: str, level: float) -> ResultRow:
+        return table.one(f"tpr_at_fpr_{level_tag(level)}", key(name, attack, ctype))
+
+    def strength(ctype: str) -> tuple[float, float]:
+        mean_tpr = float(np.mean([tpr(own, ctype, lv).value for lv in levels]))
+        return mean_tpr, table.one("auroc", key(name, own, ctype)).value
+
+    vulnerable = [t for t in present if t != "clean"]
+    worst = max(vulnerable, key=strength) if vulnerable else "clean"
+    bounded = [CANARY_TYPES[t] for t in bound_types(np.array([CANARY_TYPES.index(t) for t in present]))]
+    best = table.headline([g for g in table.groups() if f"defence={name}" in g.split("/") and g != key(name)])
+    pooled = table.select("epsilon_estimate", key(name, own, max(bounded, key=strength)), estimator="pooled")
+    attacks = sorted({s.group["attack"] for s in sets if s.group["defence"] == name})
+    return {
+        "worst": worst,
+        "own": own,
+        "best": best,
+        "canary_tpr": {level_tag(lv): tpr(own, worst, lv).value for lv in levels},
+        "population_tpr": {level_tag(lv): dataclasses.asdict(tpr(own, "clean", lv)) for lv in levels},
+        "own_tpr": {t: {level_tag(lv): tpr(own, t, lv).value for lv in levels} for t in present},
+        "best_canary_tpr": {
+            level_tag(lv): max((tpr(a, t, lv).value for a in attacks for t in vulnerable), default=0.0)
+            for lv in levels
+        },
+        "epsilon_lower": best.value,
+        "pooled_estimate": pooled[0].value if pooled else 0.0,
+    }
+
+
 def bounds(config: CanariesConfig, audit: Audit, manifest: TrainManifest) -> BoundsResult:
-    """TPR tables, headline ratios, accuracy, ε lower and upper bounds, plot tables, summary rows."""
+    """The results table, its metrics, the plot tables and one summary row per defence."""
     bp = config.bounds
     levels = tuple(sorted(bp.fpr_levels))
-    with np.load(audit.attack_dir / ATTACK_FILE, allow_pickle=False) as f:
-        attack = {k: f[k] for k in f.files}
     with np.load(audit.losses_path, allow_pickle=False) as f:
-        accuracy_of = {str(g): f[f"{g}__accuracy"] for g in f["groups"]}
-    membership = attack["membership"].astype(bool)
-    ctype = attack["canary_type"]
-    confidence_kind = str(attack["main_confidence"])
-    delta = manifest.delta
-    facts = manifest.facts
-    present = [t for t in range(len(CANARY_TYPES)) if np.any(ctype == t)]
-    clean = CANARY_TYPES.index("clean")
-
-    def split(scores: np.ndarray, t: int) -> tuple[np.ndarray, np.ndarray]:
-        rows = ctype == t
-        return scores[rows][membership[rows]], scores[rows][~membership[rows]]
-
-    level1 = check_level(levels)
-    tag1 = level_tag(level1)
-    tag_pu = tag1
-    metrics_defences: dict[str, Any] = {}
-    tpr_rows: list[dict[str, Any]] = []
-    roc_rows: list[dict[str, Any]] = []
-    bar_rows: list[dict[str, Any]] = []
-    pu_rows: list[dict[str, Any]] = []
-    summary: list[SummaryRow] = []
-    checks: dict[str, float] = {"dp_bounds": 0, "dp_bounds_above_accountant": 0}
-    headline_info: dict[str, Any] = {}
-    for defence in facts["defences"]:
-        name, kind = str(defence["name"]), str(defence["kind"])
-        spec = DEFENCE_KINDS[kind]
-        attacks = [LABEL_ONLY] if spec.label_only else [*LIRA_ATTACKS, LABEL_ONLY]
-        own = main_attack(kind, confidence_kind)
-        acc = np.asarray(accuracy_of[str(defence["weights"])], dtype=float)
-        entry: dict[str, Any] = {
-            "test_accuracy": {"mean": float(acc.mean()), "min": float(acc.min()), "max": float(acc.max())}
-        }
-        table: dict[str, dict[str, dict[str, Any]]] = {}
-        for attack_name in attacks:
-            scores = attack[f"{name}__{attack_name}"]
-            per_type: dict[str, Any] = {}
-            for t in present:
-                pos, neg = split(scores, t)
-                stats: dict[str, Any] = {}
-                for level in levels:
-                    tpr, low, high, fpr = _tpr_at_fpr(pos, neg, level, bp.confidence)
-                    stats[level_tag(level)] = {"tpr": tpr, "low": low, "high": high, "fpr": fpr}
-                    tpr_rows.append(
-                        {
-                            "defence": name,
-                            "attack": attack_name,
-                            "canary_type": CANARY_TYPES[t],
-                            "fpr_level": level,
-                            "tpr": tpr,
-                            "tpr_low": low,
-                            "tpr_high": high,
-                            "fpr": fpr,
-                        }
-                    )
-                stats["auroc"] = _auroc(pos, neg, bp.confidence)[0]
-                per_type[CANARY_TYPES[t]] = stats
-            table[attack_name] = per_type
-        entry["tpr"] = table
-
-        def key_of(t: int, table: dict = table, own: str = own) -> tuple[float, float]:
-            # Most vulnerable: the largest mean TPR over the FPR levels (then AUROC).
-            stats = table[own][CANARY_TYPES[t]]
-            return (float(np.mean([stats[level_tag(lv)]["tpr"] for lv in levels])), stats["auroc"])
-
-        vulnerable = [t for t in present if t != clean]
-        worst = max(vulnerable, key=key_of) if vulnerable else clean
-        worst_name = CANARY_TYPES[worst]
-        single = [t for t in vulnerable if CANARY_TYPES[t] != "duplicates"]
-        worst_single = max(single, key=key_of) if single else clean
-        head: dict[str, Any] = {"most_vulnerable_type": float(worst)}
-        n_clean_in = int(np.sum(membership[ctype == clean]))
-        for level in levels:
-            tag = level_tag(level)
-            canary = table[own][worst_name][tag]["tpr"]
-            population = table[own]["clean"][tag]["tpr"]
-            head[f"canary_tpr_at_fpr_{tag}"] = canary
-            head[f"population_tpr_at_fpr_{tag}"] = population
-            head[f"ratio_{tag}"] = canary / max(population, 1.0 / max(n_clean_in, 1))
-        # Best canary-level TPR over every attack and every non-clean type (for the DP comparison).
-        for level in levels:
-            tag = level_tag(level)
-            head[f"best_canary_tpr_at_fpr_{tag}"] = max(
-                (table[a][CANARY_TYPES[t]][tag]["tpr"] for a in attacks for t in vulnerable), default=0.0
-            )
-        entry["headline"] = head
-
-        # ε upper bounds from the accountants, lower bounds from the canary scores.
-        mechanism = manifest.mechanisms[name]
-        upper = accountant_epsilons(mechanism, delta)
-        if spec.private:
-            entry["epsilon_upper"] = {k: finite_number(v) for k, v in upper.items()}
-        scores = attack[f"{name}__{own}"]
-        family = None
-        if spec.private and min(upper.values()) <= FAMILY_MAX_EPSILON:
-            family = SubsampledGaussian(float(facts["sampling_rate"]), int(facts["steps"]))
-        types = single or [clean]
-        per_type = per_model_bounds(scores, membership, ctype, types, delta, bp.confidence, family, levels)
-        best_type = max(per_type, key=lambda t: per_type[t], default=worst_single)
-        best_model = per_type.get(best_type, 0.0)
-        lowers: dict[str, Any] = {
-            "type": float(best_type),
-            "per_model": {CANARY_TYPES[t]: value for t, value in per_type.items()},
-            "best_per_model": best_model,
-        }
-        pos, neg = split(scores, worst_single)
-        best_pooled = 0.0
-        if min(pos.size, neg.size) >= MIN_DECISIONS:
-            pooled = audit_scores(pos, neg, delta=delta, confidence=bp.confidence, fpr_levels=levels)
-            best_pooled = finite_number(pooled.headline.epsilon)
-        lowers["pooled_estimate"] = best_pooled
-        entry["epsilon_lower"] = lowers
-        if spec.private:
-            tight = min(upper.values())
-            checks["dp_bounds"] += 1
-            checks["dp_bounds_above_accountant"] += int(best_model > tight)
-        metrics_defences[name] = entry
-
-        label = str(defence["label"])
-        fpr_main = levels[0]
-        for t in (worst, clean):
-            pos, neg = split(scores, t)
-            fprs, tprs = roc_points(pos, neg)
-            series = f"{CANARY_TYPES[t]} ({own})"
-            for fx, ty in zip(fprs, tprs, strict=True):
-                if fx > 0 and ty > 0:
-                    roc_rows.append({"defence": label, "series": series, "fpr": fx, "tpr": ty})
+        accuracy_of = {str(g): float(np.mean(f[f"{g}__accuracy"])) for g in f["groups"]}
+    defences = list(manifest.facts["defences"])
+    private = {str(d["name"]): DEFENCE_KINDS[str(d["kind"])].private for d in defences}
+    upper_of: dict[str, dict[str, float]] = {}
+    for name in private:
+        found = accountant_epsilons(manifest.mechanisms[name], manifest.delta) if private[name] else {}
+        upper_of[name] = {a: v for a, v in found.items() if math.isfinite(v)}
+    family = {n: bool(u) and min(u.values()) <= FAMILY_MAX_EPSILON for n, u in upper_of.items()}
+    sets = with_bounds_params(read_score_sets(audit.scores_path), levels, family)
+    table = audit_table(sets, bp.confidence)
+    tag1 = level_tag(check_level(levels))
+    clean = [s for s in sets if s.group["canary_type"] == "clean"]
+    clean_in = int(sum(s.member.sum() for s in clean) / max(1, len(clean)))
+    info: dict[str, Any] = {}
+    roc_rows, bar_rows, pu_rows, summary = [], [], [], []
+    for d in defences:
+        name, kind, label = str(d["name"]), str(d["kind"]), str(d["label"])
+        upper = {a: float(upper_of[name][a]) for a in ACCOUNTANT_ORDER if a in upper_of[name]}
+        acc = accuracy_of[str(d["weights"])]
+        table.extend(ResultRow(key(name), "epsilon_upper", v, a, "accountant") for a, v in upper.items())
+        table.add(ResultRow(key(name), "utility", acc, "test_accuracy", "utility"))
+        own = main_attack(kind, str(config.attack.confidence))
+        picked = select_defence(table, sets, name, own, levels)
+        best: ResultRow = picked.pop("best")
+        info[name] = {"label": label, "kind": kind, "accuracy": acc, **picked,
+                      "tightest_upper": min(upper.values()) if upper else None}  # fmt: skip
+        for ctype in (picked["worst"], "clean"):
+            (s,) = (s for s in sets if s.key == key(name, own, ctype))
+            fprs, tprs = roc_points(s.in_scores, s.out_scores)
+            roc_rows += [{"defence": label, "series": f"{ctype} ({own})", "fpr": fx, "tpr": ty}
+                         for fx, ty in zip(fprs, tprs, strict=True) if fx > 0 and ty > 0]  # fmt: skip
         bar = {"defence": label}
-        for level in levels:
-            tag = level_tag(level)
-            bar[f"population_tpr_at_fpr_{tag}"] = head[f"population_tpr_at_fpr_{tag}"]
-            bar[f"canary_tpr_at_fpr_{tag}"] = head[f"canary_tpr_at_fpr_{tag}"]
+        for tag in (level_tag(lv) for lv in levels):
+            bar[f"population_tpr_at_fpr_{tag}"] = picked["population_tpr"][tag]["value"]
+            bar[f"canary_tpr_at_fpr_{tag}"] = picked["canary_tpr"][tag]
         bar_rows.append(bar)
-        z = defence["noise_multiplier"]
-        pu_rows.append(
-            {
-                "defence": label,
-                "kind": kind,
-                "test_accuracy": float(acc.mean()),
-                "canary_tpr": head[f"best_canary_tpr_at_fpr_{tag_pu}"],
-                "noise_multiplier": float(z) if z is not None else np.nan,
-                "dpsgd": spec.private,
-            }
-        )
-        tag0 = level_tag(fpr_main)
-        clean0 = table[own]["clean"][tag0]
+        z = d["noise_multiplier"]
+        pu_rows.append({"defence": label, "kind": kind, "test_accuracy": acc,
+                        "canary_tpr": picked["best_canary_tpr"][tag1],
+                        "noise_multiplier": float(z) if z is not None else np.nan,
+                        "dpsgd": private[name]})  # fmt: skip
+        first, tag0 = picked["population_tpr"][level_tag(levels[0])], level_tag(levels[0])
+        counted = best.estimator != NO_BOUND
+        estimator = f"{own}, one decision per model: {best.estimator}" if counted else None
         summary.append(
             SummaryRow(
                 setting=label,
-                epsilon_upper={
-                    a: float(upper[a]) for a in ACCOUNTANT_ORDER if a in upper and math.isfinite(upper[a])
-                },
-                epsilon_lower=best_model,
-                epsilon_lower_estimator=(
-                    f"{own}, one decision per model, best of {len(types)} canary type(s) × "
-                    f"({'sweeps + subsampled-Gaussian family' if family else 'threshold sweeps'}), "
-                    f"joint confidence {bp.confidence:g}"
-                ),
-                scores=summary_scores(head[f"canary_tpr_at_fpr_{tag0}"], clean0["tpr"], clean0["high"]),
+                epsilon_upper=upper,
+                epsilon_lower=best.value,
+                epsilon_lower_estimator=estimator,
+                scores=summary_scores(picked["canary_tpr"][tag0], first["value"], first["high"]),
                 utility_name="test accuracy",
-                utility=float(acc.mean()),
-                epsilon_lower_assumes=FAMILY_ASSUMES if family else "none",
+                utility=acc,
+                epsilon_lower_assumes=best.assumes,
+                confidence=best.level if counted else None,
             )
-        )
-        headline_info[name] = {"worst": worst_name, "label": label, "kind": kind}
-
-    # Acceptance checks of issue 14 (each a number: 1 = holds, 0 = does not), on the non-private
-    # baseline (undefended), the label-only heuristic and the DP-SGD defences, found by their kind.
-    kind_of = {str(d["name"]): str(d["kind"]) for d in facts["defences"]}
-    baseline_name = next((n for n, k in kind_of.items() if DEFENCE_KINDS[k].undefended), None)
-    heuristic_name = next((n for n, k in kind_of.items() if DEFENCE_KINDS[k].label_only), None)
-    undefended = metrics_defences.get(baseline_name) if baseline_name is not None else None
-    if undefended and "mislabeled" in undefended["tpr"][main_attack(kind_of[baseline_name], confidence_kind)]:
-        t = undefended["tpr"][main_attack(kind_of[baseline_name], confidence_kind)]
-        mis, cln = t["mislabeled"][tag1]["tpr"], t["clean"][tag1]["tpr"]
-        floor = 1.0 / max(1, int(np.sum(membership[ctype == clean])))
-        checks["undefended_mislabeled_over_clean"] = mis / max(cln, floor)
-        checks["undefended_mislabeled_ratio_ok"] = float(mis >= RATIO_TARGET * cln and mis > 0)
-    heuristic = metrics_defences.get(heuristic_name) if heuristic_name is not None else None
-    if heuristic is not None:
-        h = heuristic["tpr"][LABEL_ONLY]
-        pop = h["clean"][tag1]
-        floor = 1.0 / max(1, int(np.sum(membership[ctype == clean])))
-        # Population-style "looks private": the clean records' TPR is not significantly above the FPR.
-        checks["heuristic_population_near_chance"] = float(pop["low"] <= level1)
-        # Adaptive: the label-only attack on the most vulnerable canary type (wrong or random labels).
-        adaptive = heuristic["headline"][f"canary_tpr_at_fpr_{tag1}"]
-        checks["heuristic_adaptive_ratio"] = adaptive / max(pop["tpr"], floor)
-        checks["heuristic_adaptive_ratio_ok"] = float(checks["heuristic_adaptive_ratio"] >= RATIO_TARGET)
-        if "mislabeled" in h:
-            checks["heuristic_mislabeled_ratio"] = h["mislabeled"][tag1]["tpr"] / max(pop["tpr"], floor)
-        h_acc = heuristic["test_accuracy"]["mean"]
-        close = [
-            n
-            for n, e in metrics_defences.items()
-            if DEFENCE_KINDS[kind_of[n]].private and e["test_accuracy"]["mean"] >= h_acc - ACCURACY_WINDOW
-        ]
-        checks["dp_within_accuracy_window"] = float(len(close))
-        checks["dp_close_below_heuristic"] = float(
-            bool(close)
-            and all(
-                metrics_defences[n]["headline"][f"best_canary_tpr_at_fpr_{tag1}"] < adaptive for n in close
-            )
-        )
-    metrics = {
-        "delta": delta,
-        "models": float(manifest.sizes["models"]),
-        "canaries": float(manifest.sizes["canaries"]),
-        "checks": checks,
-        "defences": metrics_defences,
-    }
-
-    def _numbers(tree: Any) -> Any:
-        if isinstance(tree, dict):
-            return {k: _numbers(v) for k, v in tree.items()}
-        return finite_number(tree)
-
-    metrics = _numbers(metrics)
+        )  # fmt: skip
     plots = {
         "roc.csv": pd.DataFrame(roc_rows, columns=["defence", "series", "fpr", "tpr"]),
         "population_vs_canary.csv": pd.DataFrame(bar_rows),
         "privacy_utility.csv": pd.DataFrame(pu_rows),
-        "tpr.csv": pd.DataFrame(tpr_rows),
+        "tpr.csv": table.frame()[lambda f: f["quantity"].str.startswith("tpr_at_fpr_")],
     }
-    heuristic_index = next(
-        (i for i, d in enumerate(facts["defences"]) if DEFENCE_KINDS[str(d["kind"])].label_only), 0
-    )
-    return BoundsResult(
-        metrics=metrics,
-        plots=plots,
-        summary=summary,
-        context={
-            "levels": list(levels),
-            "defences": headline_info,
-            "headline_index": heuristic_index,
-            "checks": dict(metrics["checks"]),
-            "confidence_kind": confidence_kind,
-            "variance": str(attack["variance"]),
-            "augment": bool(attack["augment"]),
-            "bar_columns": [c for c in pd.DataFrame(bar_rows).columns if c != "defence"],
-        },
-        csv_float_format="%.6g",
-    )
+    context = {
+        "levels": list(levels),
+        "defences": info,
+        "headline_index": next(
+            (i for i, d in enumerate(defences) if DEFENCE_KINDS[str(d["kind"])].label_only), 0
+        ),
+        "checks": acceptance_checks(info, tag1, clean_in),
+        "confidence_kind": str(config.attack.confidence),
+        "variance": str(config.attack.variance),
+        "augment": bool(config.attack.augment),
+        "bar_columns": [c for c in pd.DataFrame(bar_rows).columns if c != "defence"],
+    }
+    metrics = {**table.metrics(), "headline": {n: headline_metrics(r) for n, r in _headlines(table, info)}}
+    return BoundsResult(metrics, plots, summary, context, csv_float_format="%.6g", table=table)
+
+
+def _headlines(table: ResultsTable, info: dict[str, Any]) -> list[tuple[str, ResultRow]]:
+    """Each defence's headline (joint over its counted per-model bounds)."""
+    return [
+        (n, table.headline([g for g in table.groups() if f"defence={n}" in g.split("/") and g != key(n)]))
+        for n in info
+    ]
+
+
+def acceptance_checks(info: dict[str, Any], tag1: str, clean_in: int) -> dict[str, float]:
+    """The experiment's acceptance checks (1 = holds, 0 = does not) on the non-private baseline, the
+    label-only heuristic and the DP-SGD defences, found by their kind."""
+    floor = 1.0 / max(1, clean_in)
+    checks: dict[str, float] = {"dp_bounds": 0.0, "dp_bounds_above_accountant": 0.0}
+    for i in info.values():
+        if i["tightest_upper"] is not None:
+            checks["dp_bounds"] += 1
+            checks["dp_bounds_above_accountant"] += float(i["epsilon_lower"] > i["tightest_upper"])
+    level1 = float(tag1.replace("p", ".").replace("m", "-"))
+    baseline = next((i for i in info.values() if DEFENCE_KINDS[i["kind"]].undefended), None)
+    if baseline is not None and "mislabeled" in baseline["own_tpr"]:
+        mis, cln = baseline["own_tpr"]["mislabeled"][tag1], baseline["population_tpr"][tag1]["value"]
+        checks["undefended_mislabeled_over_clean"] = mis / max(cln, floor)
+        checks["undefended_mislabeled_ratio_ok"] = float(mis >= RATIO_TARGET * cln and mis > 0)
+    heuristic = next((i for i in info.values() if DEFENCE_KINDS[i["kind"]].label_only), None)
+    if heuristic is not None:
+        pop = heuristic["population_tpr"][tag1]
+        # Population-style "looks private": the clean records' TPR is not significantly above the FPR.
+        checks["heuristic_population_near_chance"] = float(pop["low"] <= level1)
+        adaptive = heuristic["canary_tpr"][tag1]
+        checks["heuristic_adaptive_ratio"] = adaptive / max(pop["value"], floor)
+        checks["heuristic_adaptive_ratio_ok"] = float(checks["heuristic_adaptive_ratio"] >= RATIO_TARGET)
+        if "mislabeled" in heuristic["own_tpr"]:
+            checks["heuristic_mislabeled_ratio"] = heuristic["own_tpr"]["mislabeled"][tag1] / max(
+                pop["value"], floor
+            )
+        close = [i for i in info.values() if DEFENCE_KINDS[i["kind"]].private
+                 and i["accuracy"] >= heuristic["accuracy"] - ACCURACY_WINDOW]  # fmt: skip
+        checks["dp_within_accuracy_window"] = float(len(close))
+        checks["dp_close_below_heuristic"] = float(
+            bool(close) and all(i["best_canary_tpr"][tag1] < adaptive for i in close)
+        )
+    return {k: finite_number(v) for k, v in checks.items()}

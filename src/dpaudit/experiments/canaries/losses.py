@@ -4,7 +4,7 @@ For each trained group (undefended, each DP-SGD setting) and each of its M model
 every canary query (the canary and, for image data, its four one-pixel shifts: LiRA's query
 augmentations, Carlini et al. 2022 §VI, arXiv 2112.03570), turned into the logit-scaled confidence
 φ = z_y − logsumexp_{j≠y} z_j and the hinge z_y − max_{j≠y} z_j of the canary's *assigned* label
-(:mod:`dpaudit.attacks.lira`), plus the predicted label of each query (all a label-only release
+(:mod:`dpaudit.training.outputs`), plus the predicted label of each query (all a label-only release
 shows) and the test accuracy on the prepared evaluation split (Aerni et al. report utility next to
 every privacy number, :data:`dpaudit.references.AERNI`).
 """
@@ -15,15 +15,15 @@ from pathlib import Path
 
 import numpy as np
 
-from dpaudit.attacks.lira import hinge_confidence, logit_scaled_confidence
 from dpaudit.data.prepared import PreparedData
 from dpaudit.experiments.base import TrainManifest
 from dpaudit.experiments.canaries.config import CanariesConfig
 from dpaudit.experiments.canaries.design import DESIGN_FILE, load_audit_set, query_augmentations
 from dpaudit.experiments.canaries.train import load_weights, weights_file
-from dpaudit.experiments.modelling import build_model, neural_logits
 from dpaudit.io import write_npz
 from dpaudit.layout import Audit
+from dpaudit.training.modelling import build_model, neural_logits
+from dpaudit.training.outputs import hinge_confidence, logit_scaled_confidence
 
 
 def losses(config: CanariesConfig, audit: Audit, manifest: TrainManifest, out_path: Path) -> None:

@@ -9,7 +9,6 @@ defence, and a privacy–utility scatter with DP-SGD as a curve (their Fig. 1 st
 from __future__ import annotations
 
 from dpaudit.experiments.base import BoundsResult, TrainManifest
-from dpaudit.experiments.canaries.attack import LABEL_ONLY
 from dpaudit.experiments.canaries.bounds import check_level, level_tag
 from dpaudit.experiments.canaries.config import CanariesConfig
 from dpaudit.experiments.canaries.design import DEFENCE_KINDS
@@ -35,25 +34,20 @@ def section(
     level1 = check_level(levels)  # the level of the acceptance checks and of the privacy-utility plot
     check_tag, at = level_tag(level1), percent(level1)
     blocks = AuditBlocks(audit.name)
-    defences = result.metrics["defences"]
     columns = ["defence", "test accuracy", "most vulnerable type"]
     for level in levels:
         columns += [f"canary TPR @{percent(level)}", f"population TPR @{percent(level)}"]
     columns += ["ε lower (per model)", "ε pooled (estimate)", "ε upper (tightest accountant)"]
     rows = []
-    for name, info in ctx["defences"].items():
-        entry = defences[name]
-        head = entry["headline"]
-        row = [info["label"], round(entry["test_accuracy"]["mean"], 3), info["worst"]]
+    for info in ctx["defences"].values():
+        row = [info["label"], round(info["accuracy"], 3), info["worst"]]
         for level in levels:
             tag = level_tag(level)
-            row += [round(head[f"canary_tpr_at_fpr_{tag}"], 4),
-                    round(head[f"population_tpr_at_fpr_{tag}"], 4)]  # fmt: skip
-        uppers = entry.get("epsilon_upper", {})
-        tightest = min(uppers.values()) if uppers else None
+            row += [round(info["canary_tpr"][tag], 4), round(info["population_tpr"][tag]["value"], 4)]
+        tightest = info["tightest_upper"]
         row += [
-            round(entry["epsilon_lower"]["best_per_model"], 3),
-            round(entry["epsilon_lower"]["pooled_estimate"], 3),
+            round(info["epsilon_lower"], 3),
+            round(info["pooled_estimate"], 3),
             "∞" if tightest is None else float(f"{tightest:.4g}"),
         ]
         rows.append(row)
@@ -118,11 +112,11 @@ def section(
     # The heuristic is found by its kind (as the bounds stage does), not by the defence's name.
     heuristic = next((n for n, i in ctx["defences"].items() if DEFENCE_KINDS[i["kind"]].label_only), None)
     if heuristic is not None and "heuristic_adaptive_ratio" in checks:
-        h = defences[heuristic]["tpr"][LABEL_ONLY]["clean"][check_tag]
+        h = ctx["defences"][heuristic]["population_tpr"][check_tag]
         findings.append(
-            f"label-only heuristic: population-style TPR at {at} FPR {h['tpr']:.3g} "
+            f"label-only heuristic: population-style TPR at {at} FPR {h['value']:.3g} "
             f"(interval {h['low']:.3g}–{h['high']:.3g}); the adaptive label-only attack reaches "
-            f"{defences[heuristic]['headline'][f'canary_tpr_at_fpr_{check_tag}']:.3g} on "
+            f"{ctx['defences'][heuristic]['canary_tpr'][check_tag]:.3g} on "
             f"{ctx['defences'][heuristic]['worst']} canaries ({checks['heuristic_adaptive_ratio']:.3g}×)"
         )
     findings.append(
@@ -144,11 +138,8 @@ def section(
         + "; ".join(findings)
         + "."
     )
-    summary = annotate(
-        result.summary,
-        f"{len(facts['canary_types'])} canary types, one decision per each of {sizes['models']} models",
-        float(config.bounds.confidence),
-    )
+    tried = f"{len(facts['canary_types'])} canary types, one decision per each of {sizes['models']} models"
+    summary = [annotate([row], tried, row.confidence)[0] for row in result.summary]
     return audit_section(
         audit,
         manifest,

@@ -19,13 +19,13 @@ from pathlib import Path
 import numpy as np
 
 from dpaudit.data.prepared import PreparedData
+from dpaudit.data.worlds import setting_seed
 from dpaudit.experiments.base import Mechanism, TrainManifest
 from dpaudit.experiments.canaries.config import CANARY_TYPES, CanariesConfig
 from dpaudit.experiments.canaries.design import DESIGN_FILE, build_audit_set, dataset_seed, defences_for
-from dpaudit.experiments.game import setting_seed
-from dpaudit.experiments.modelling import build_model
 from dpaudit.io import write_npz
 from dpaudit.layout import Audit
+from dpaudit.training.modelling import build_model
 
 log = logging.getLogger(__name__)
 

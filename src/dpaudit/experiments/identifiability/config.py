@@ -21,14 +21,14 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from dpaudit.config import dataset_entry, from_mapping, require, section
-from dpaudit.experiments.modelling import ModelChoice
 from dpaudit.experiments.params import LevelParams, TrainingKnobs
+from dpaudit.training.modelling import ModelChoice
 
 Sensitivity = Literal["global", "local"]
 Neighbours = Literal["bounded", "unbounded"]
 
 #: ``trials`` counts trials PER WORLD: every setting trains exactly ``trials`` models on D and
-#: ``trials`` on D′ (balanced worlds in a seeded random order, :func:`dpaudit.experiments.game.draw_worlds`),
+#: ``trials`` on D′ (balanced worlds in a seeded random order, :func:`dpaudit.data.worlds.draw_worlds`),
 #: so the auditor's per-world error rates have fixed denominators. The bounds stage's estimators
 #: spend a share of each world's trials on choosing a threshold (the split sweep half, the GDP
 #: estimator 5 %) and count the rest; fewer than this many per world give intervals too wide to

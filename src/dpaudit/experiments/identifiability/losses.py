@@ -12,14 +12,14 @@ from typing import Any
 
 import numpy as np
 
-from dpaudit.attacks.membership import losses_from_logits
 from dpaudit.data.prepared import PreparedData
 from dpaudit.experiments.base import TrainManifest
 from dpaudit.experiments.identifiability.config import IdentifiabilityConfig
 from dpaudit.experiments.identifiability.design import POPULATION_FILE, manifest_settings
-from dpaudit.experiments.modelling import build_model, neural_logits
 from dpaudit.io import read_json, write_npz
 from dpaudit.layout import Audit
+from dpaudit.training.modelling import build_model, neural_logits
+from dpaudit.training.outputs import losses_from_logits
 
 
 def _load_params(f: Any) -> list[np.ndarray]:

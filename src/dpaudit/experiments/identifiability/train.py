@@ -1,12 +1,12 @@
 """Train stage of the identifiability audit: full-batch DP-SGD on D or D′ (Bernau et al. §5–6).
 
 Each setting trains exactly ``trials`` models on D and ``trials`` on D′ (balanced worlds in a seeded
-random order, :func:`dpaudit.experiments.game.draw_worlds`), so that the scores auditor counts each
+random order, :func:`dpaudit.data.worlds.draw_worlds`), so that the scores auditor counts each
 world's error rate over a fixed number of trials. Each trial trains full-batch DP-SGD for k epochs with
 σ_i = z·Δf_i, where Δf_i is C (unbounded) or 2C (bounded) for global sensitivity, or the local
 sensitivity LS_i of the step (Eqs. 19, 21). The adversary's per-step quantities are recorded by
-:func:`dpaudit.attacks.di.di_observer` during training. The update divides the noisy sum by |D|
-in both worlds, so the scale of an update does not itself reveal whether D or D′ was used.
+:func:`dpaudit.training.dpsgd.difference.di_observer` during training. The update divides the noisy
+sum by |D| in both worlds, so the scale of an update does not itself reveal whether D or D′ was used.
 """
 
 from __future__ import annotations
@@ -19,10 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from dpaudit.attacks import di
 from dpaudit.data.prepared import PreparedData
+from dpaudit.data.worlds import Population, draw_worlds, setting_seed, world_masks
 from dpaudit.experiments.base import Mechanism, TrainManifest
-from dpaudit.experiments.game import Population, draw_worlds, setting_seed, world_masks
 from dpaudit.experiments.identifiability.config import IdentifiabilityConfig
 from dpaudit.experiments.identifiability.design import (
     CANDIDATES_FILE,
@@ -33,11 +32,12 @@ from dpaudit.experiments.identifiability.design import (
     sensitivity_population,
     settings,
 )
-from dpaudit.experiments.modelling import build_model
 from dpaudit.io import write_json, write_npz
 from dpaudit.layout import Audit
 from dpaudit.sensitivity.search import SensitivityResult
 from dpaudit.training import dpsgd, models
+from dpaudit.training.dpsgd.difference import di_observer
+from dpaudit.training.modelling import build_model
 from dpaudit.training.shards import run_trials
 
 log = logging.getLogger(__name__)
@@ -90,7 +90,7 @@ def train(config: IdentifiabilityConfig, audit: Audit, out_dir: Path) -> TrainMa
             cfg,
             seed=seed,
             tracked=dpsgd.TrackedRecords(rows, weights),
-            observers={"di": di.di_observer()},
+            observers={"di": di_observer()},
             chunk_size=tp.chunk_size,
             desc=f"train {audit.name} rho_beta {st.rho_beta:g} {st.key}",
         )
@@ -200,7 +200,7 @@ def _train_candidates(
         cfg,
         seed=setting_seed(tp.seed, "identifiability", audit.dataset, "candidates"),
         tracked=dpsgd.TrackedRecords(tuple(pop.rows[g] for g in tracked_globals), weights),
-        observers={"di": di.di_observer()},
+        observers={"di": di_observer()},
         chunk_size=tp.chunk_size,
         desc=f"train {audit.name} candidates",
     )

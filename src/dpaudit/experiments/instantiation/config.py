@@ -39,6 +39,8 @@ THREAT_MODELS: tuple[str, ...] = ORDER
 #: Their params.yaml spelling, checked item by item (``Literal`` over the registry's keys).
 ThreatModel = Literal[ORDER]  # type: ignore[valid-type]
 Accountant = Literal["rdp", "pld"]
+#: Pool rows that must remain when ``train_size`` grows D (A's fresh records, Crafter 2's shadows).
+MIN_POOL_ROWS = 100
 
 
 @dataclass(frozen=True)
@@ -214,12 +216,11 @@ def config_from_params(params: Mapping[str, Any]) -> InstantiationConfig:
 def check_limits(config: InstantiationConfig, dataset: str, size: DatasetSize) -> None:
     """Before any work: what only the dataset can refuse (each error names the key and the limit).
 
-    ``datasets.<ds>.train_size`` must leave :data:`~dpaudit.experiments.instantiation.train.MIN_POOL_ROWS`
-    pool rows of D ∪ U (A's fresh records and Crafter 2's shadows draw from them), and every canary size
-    2n (E's and F's) must fit the model's parameter count, since Crafter 4 sets 2n distinct coordinates.
+    ``datasets.<ds>.train_size`` must leave :data:`MIN_POOL_ROWS` pool rows of D ∪ U (A's fresh
+    records and Crafter 2's shadows draw from them), and every canary size 2n (E's and F's) must fit
+    the model's parameter count, since Crafter 4 sets 2n distinct coordinates.
     """
-    from dpaudit.experiments.instantiation.train import MIN_POOL_ROWS
-    from dpaudit.experiments.modelling import build_model
+    from dpaudit.training.modelling import build_model
 
     settings = config.dataset(dataset)
     where = f"instantiation.datasets.{dataset}"

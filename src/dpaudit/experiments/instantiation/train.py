@@ -16,16 +16,16 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dpaudit.bounds.accountants import calibrate_noise_multiplier
 from dpaudit.data.prepared import PreparedData
+from dpaudit.data.worlds import setting_seed
 from dpaudit.experiments.base import Mechanism, TrainManifest
-from dpaudit.experiments.game import setting_seed
-from dpaudit.experiments.instantiation.config import InstantiationConfig
+from dpaudit.experiments.instantiation.config import MIN_POOL_ROWS, InstantiationConfig
 from dpaudit.experiments.instantiation.design import cell_file, epsilon_key
 from dpaudit.experiments.instantiation.design.registry import REGISTRY, THREAT_MODELS, Play
-from dpaudit.experiments.modelling import build_model
 from dpaudit.io import write_json, write_npz
 from dpaudit.layout import Audit
+from dpaudit.training.accounting import calibrate_noise_multiplier
+from dpaudit.training.modelling import build_model
 
 if TYPE_CHECKING:
     from dpaudit.experiments.instantiation.design.game import Game
@@ -35,8 +35,6 @@ log = logging.getLogger(__name__)
 #: Evaluation rows used for test accuracy (bounded so that 10⁴ trials stay cheap).
 MAX_EVAL_ROWS = 1000
 POISON_FILE = "poison-{key}.npz"
-#: Pool rows that must remain when ``train_size`` grows D (A's fresh records, Crafter 2's shadows).
-MIN_POOL_ROWS = 100
 
 
 def resize_train_set(

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from dpaudit.config import dataset_entry, from_mapping, require, section
-from dpaudit.experiments.modelling import ModelChoice
 from dpaudit.experiments.params import TrainingKnobs, check_confidence
+from dpaudit.training.modelling import ModelChoice
 
 Accountant = Literal["rdp", "pld", "naive", "advanced"]
 StrategyKind = Literal["dp", "nondp", "xgboost"]

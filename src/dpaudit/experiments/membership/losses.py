@@ -6,7 +6,7 @@ candidate, :func:`dpaudit.experiments.membership.design.draw_splits`).
 
 Cross-entropy (Yeom et al.'s loss, :data:`dpaudit.references.YEOM`) and Negoescu et al.'s logit
 loss (footnote 1, :data:`dpaudit.references.NEGOESCU`), both from the logits by
-:func:`dpaudit.attacks.membership.losses_from_logits`; utility (accuracy, AUROC for binary tasks)
+:func:`dpaudit.training.outputs.losses_from_logits`; utility (accuracy, AUROC for binary tasks)
 on the evaluation split. The strategies, repeats and widths come from the train manifest.
 """
 
@@ -17,16 +17,16 @@ from typing import Any
 
 import numpy as np
 
-from dpaudit.attacks.membership import losses_from_logits
 from dpaudit.data.prepared import PreparedData
 from dpaudit.experiments.base import TrainManifest
 from dpaudit.experiments.membership.config import MembershipConfig
 from dpaudit.experiments.membership.design import SPLITS, load_splits, manifest_strategies
 from dpaudit.experiments.membership.train import load_weights, xgboost_logits
-from dpaudit.experiments.modelling import build_model, neural_logits
 from dpaudit.io import write_npz
 from dpaudit.layout import Audit
 from dpaudit.logs import progress
+from dpaudit.training.modelling import build_model, neural_logits
+from dpaudit.training.outputs import losses_from_logits
 
 
 def _utility(probs: np.ndarray, labels: np.ndarray) -> tuple[float, float]:
@@ -58,7 +58,10 @@ def losses(config: MembershipConfig, audit: Audit, manifest: TrainManifest, out_
     groups = sorted({s.group for s in strategies if s.spec.neural})
     if groups:
         model = build_model(
-            prepared.name, prepared.input_shape, prepared.num_classes, manifest.facts["hidden"],
+            prepared.name,
+            prepared.input_shape,
+            prepared.num_classes,
+            manifest.facts["hidden"],
             manifest.facts.get("model"),
         )
         for group in progress(groups, desc=f"losses {audit.name}", unit="group"):

@@ -28,10 +28,10 @@ from dpaudit.experiments.membership.design import (
     plan_strategies,
     save_splits,
 )
-from dpaudit.experiments.modelling import build_model
 from dpaudit.io import atomic_path, write_npz
 from dpaudit.layout import Audit
 from dpaudit.logs import progress
+from dpaudit.training.modelling import build_model
 
 if TYPE_CHECKING:
     from xgboost import XGBClassifier
@@ -154,7 +154,7 @@ def xgboost_logits(path: Path, X: np.ndarray, num_classes: int) -> np.ndarray:
 
 def train(config: MembershipConfig, audit: Audit, out_dir: Path) -> TrainManifest:
     """Train every strategy × repeat; write weights, XGBoost models and splits; return the manifest."""
-    from dpaudit.bounds.accountants import default_delta
+    from dpaudit.training.accounting import default_delta
 
     started = time.perf_counter()
     tp = config.train
@@ -171,8 +171,14 @@ def train(config: MembershipConfig, audit: Audit, out_dir: Path) -> TrainManifes
     X_pop, y_pop = prepared.X[population], prepared.y[population]
     hidden = config.hidden_for(audit.dataset)
     choice = config.sizes_for(audit.dataset).model
-    model = build_model(prepared.name, prepared.input_shape, prepared.num_classes, hidden, choice,
-                        where=f"membership.datasets.{audit.dataset}.model")
+    model = build_model(
+        prepared.name,
+        prepared.input_shape,
+        prepared.num_classes,
+        hidden,
+        choice,
+        where=f"membership.datasets.{audit.dataset}.model",
+    )
     groups: dict[str, list[Strategy]] = {}
     for s in strategies:
         if s.spec.neural:

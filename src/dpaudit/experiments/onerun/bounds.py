@@ -1,25 +1,23 @@
 """Bounds stage of the one-run audit: ε lower bounds from ONE training run beside the claim.
 
-Each analysis of :func:`dpaudit.bounds.onerun.audit_one_run` turns the canaries' scores and inclusion
-bits into an ε lower bound: ``steinke`` (Steinke, Nasr & Jagielski 2023, Thm. 5.2,
-:data:`dpaudit.references.STEINKE_NASR_JAGIELSKI`; assumes only the ½ inclusion the audit draws) and
-``fdp_gaussian`` (Mahloujifar et al. 2024's f-DP analysis with the Gaussian trade-off family; counted
-only where that family is the declared mechanism's, full-batch DP-SGD,
-:func:`.design.analysis_counts`).
+The attack stage's score set names the analyses of ``bounds.analyses`` as its estimators
+(:mod:`dpaudit.bounds.estimators.one_run`): ``one_run_steinke`` (Steinke, Nasr & Jagielski 2023,
+Thm. 5.2, :data:`dpaudit.references.STEINKE_NASR_JAGIELSKI`; assumes only the ½ inclusion the audit
+draws) and ``one_run_fdp_gaussian`` (Mahloujifar et al. 2024's f-DP analysis with the Gaussian
+trade-off family; counted only where the set declares that family, full-batch DP-SGD).
 
-Pre-registered level split: the headline ``epsilon_lower`` is the largest COUNTED bound, and every
-analysis of ``bounds.analyses`` runs at 1 − (1 − c)/len(analyses) (Bonferroni), so the headline holds
-at the joint level c. Beside it: the claimed ε of the declared configuration (the accountant it was
-calibrated with), every accountant's ε for the same mechanism
-(:func:`dpaudit.bounds.accountants.epsilons_for_event`), each analysis' own ceiling on the ideal
-Gaussian canary game at the claimed ε and the same m (:func:`dpaudit.bounds.onerun.one_run_ceiling`),
-``caught`` = 1 when the headline exceeds the claim, and ε_LB against m over prefixes of the canaries
-(Steinke et al. Fig. 2; each point at the same per-analysis level, evidence of how the bound grows,
-never maximised into the headline).
+:func:`dpaudit.bounds.audit.audit_score_sets` splits 1 − c over the counted analyses (Bonferroni), so
+the table's headline holds at the joint level c. Beside it: every accountant's ε for the declared
+mechanism (the claimed ε is the calibration accountant's), the test accuracy, each analysis' own
+ceiling on the ideal Gaussian canary game at the claimed ε and the same m
+(:func:`dpaudit.bounds.onerun.one_run_ceiling`), ``caught`` = the headline exceeds the claim, and
+ε_LB against m over prefixes of the canaries (Steinke et al. Fig. 2; each point at its analysis'
+level, evidence of how the bound grows, never maximised into the headline).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Any
 
@@ -27,53 +25,19 @@ import numpy as np
 import pandas as pd
 
 from dpaudit.bounds.accountants import epsilons_for_event
+from dpaudit.bounds.audit import audit_score_sets
+from dpaudit.bounds.estimators.one_run import PREFIX, one_run_audit
 from dpaudit.experiments.base import BoundsResult, TrainManifest, finite_number
 from dpaudit.experiments.onerun.config import BREAK_KEY, OneRunConfig
-from dpaudit.experiments.onerun.design import SCORES_FILE, analysis_counts, curve_sizes, setting_seed
+from dpaudit.experiments.onerun.design import curve_sizes, setting_seed
 from dpaudit.layout import Audit
 from dpaudit.logs import progress
 from dpaudit.results import SummaryRow
+from dpaudit.scores import ScoreSet, read_score_sets
+from dpaudit.table import NO_BOUND, ResultRow, headline_metrics
 
 #: Score keys of the summary row, with their labels (the section declares them).
 SCORES = {"epsilon_claimed": "claimed ε", "ceiling": "ceiling (ideal game)", "caught": "caught"}
-#: What the fdp_gaussian bound assumes, and why the headline may count it here.
-GAUSSIAN_FAMILY = "assumes the Gaussian trade-off family (true of full-batch DP-SGD's own Gaussian mechanism)"
-
-
-def analysis_level(confidence: float, analyses: list[str]) -> float:
-    """Each analysis' level: its Bonferroni share of the joint level of the headline."""
-    return 1.0 - (1.0 - confidence) / len(analyses)
-
-
-def audit_analyses(
-    scores: np.ndarray,
-    included: np.ndarray,
-    *,
-    delta: float,
-    confidence: float,
-    analyses: list[str],
-    seed: int,
-) -> dict[str, Any]:
-    """``audit_one_run`` of every analysis at its Bonferroni share of ``confidence``."""
-    from dpaudit.bounds.onerun import audit_one_run
-
-    level = analysis_level(confidence, analyses)
-    return {
-        a: audit_one_run(scores, included, delta=delta, confidence=level, analysis=a, seed=seed)  # type: ignore[arg-type]
-        for a in analyses
-    }
-
-
-def headline(audits: dict[str, Any], sampling_rate: float) -> tuple[float, str, str]:
-    """(ε_LB, analysis, assumption) of the largest counted bound; (0, "none", "none") if none counts."""
-    counted = {a: r for a, r in audits.items() if analysis_counts(a, sampling_rate)}
-    if not counted:
-        return 0.0, "none", "none"
-    best = max(counted, key=lambda a: float(counted[a].epsilon_lower))
-    assumption = str(counted[best].assumption)
-    if best == "fdp_gaussian":
-        assumption = f"{assumption}; {GAUSSIAN_FAMILY}"
-    return float(counted[best].epsilon_lower), best, assumption
 
 
 @functools.lru_cache(maxsize=256)
@@ -100,99 +64,90 @@ def ideal_ceiling(
     )
 
 
+def audit_rows(manifest: TrainManifest, accuracy: float) -> list[ResultRow]:
+    """The audit-wide rows: every accountant's ε for the declared mechanism, and the test accuracy."""
+    event = manifest.mechanisms["declared"].dp_event()
+    rows = [
+        ResultRow("", "epsilon_upper", finite_number(v), k, "accountant")
+        for k, v in epsilons_for_event(event, manifest.delta).items()
+    ]
+    return [*rows, ResultRow("", "utility", accuracy, "test_accuracy", "utility")]
+
+
+def curve(
+    s: ScoreSet, levels: dict[str, float], sizes: list[int], claimed: float, repeats: int, name: str
+) -> tuple[pd.DataFrame, dict[str, dict[str, float]]]:
+    """ε_LB and ceiling of every analysis on the first m' canaries, and the full run's details."""
+    rows: list[dict[str, float]] = []
+    details: dict[str, dict[str, float]] = {}
+    delta = s.param("delta")
+    for size in progress(sizes, desc=f"bounds {name}: ε_LB against m", unit="m"):
+        prefix = dataclasses.replace(s, scores=s.scores[:size], member=s.member[:size])
+        row: dict[str, float] = {"canaries": float(size), "epsilon_claimed": claimed}
+        for a, level in levels.items():
+            r = one_run_audit(prefix, a, level)
+            ceiling = ideal_ceiling(claimed, delta, size, a, level, repeats)
+            row[f"epsilon_lower_{a}"] = float(r.epsilon_lower)
+            row[f"ceiling_{a}"] = float(ceiling)
+            if size == s.scores.size:
+                details[a] = {
+                    "epsilon_lower": finite_number(r.epsilon_lower),
+                    "ceiling": ceiling,
+                    "ratio_to_ceiling": finite_number(r.epsilon_lower / ceiling) if ceiling > 0 else 0.0,
+                    "guesses": float(r.guesses),
+                    "correct": float(r.correct),
+                }
+        rows.append(row)
+    return pd.DataFrame(rows), details
+
+
 def bounds(config: OneRunConfig, audit: Audit, manifest: TrainManifest) -> BoundsResult:
-    """Metrics (numbers only), the curve and score tables, and the summary row."""
+    """The results table, its metrics, the curve and score tables, and the summary row."""
     bp = config.bounds
-    analyses = list(bp.analyses)
-    with np.load(audit.attack_dir / SCORES_FILE) as f:
-        scores, included = f["score"].astype(np.float64), f["included"].astype(bool)
+    (s,) = read_score_sets(audit.scores_path)
     with np.load(audit.losses_path) as f:
         accuracy = float(f["test_accuracy"])
     facts = manifest.facts
-    delta, q = manifest.delta, float(facts["sampling_rate"])
     claimed = float(facts["epsilon_claimed"])
-    seed = int(manifest.seeds["setting_seed"])
-    level = analysis_level(bp.confidence, analyses)
-    m = int(scores.size)
-    mechanism = manifest.mechanisms["declared"]
-    upper = {k: finite_number(v) for k, v in epsilons_for_event(mechanism.dp_event(), delta).items()}
+    table = audit_score_sets([s], bp.confidence)
+    table.extend(audit_rows(manifest, accuracy))
+    best = table.headline()
 
-    sizes = curve_sizes(bp.curve_canaries, m)
-    curve_rows: list[dict[str, float]] = []
-    full: dict[str, Any] = {}
-    ceilings: dict[str, float] = {}
-    for size in progress(sizes, desc=f"bounds {audit.name}: ε_LB against m", unit="m"):
-        audits = audit_analyses(
-            scores[:size],
-            included[:size],
-            delta=delta,
-            confidence=bp.confidence,
-            analyses=analyses,
-            seed=seed,
-        )
-        row: dict[str, float] = {"canaries": float(size), "epsilon_claimed": claimed}
-        for a, r in audits.items():
-            ceiling = ideal_ceiling(claimed, delta, size, a, level, bp.ceiling_repeats)
-            row[f"epsilon_lower_{a}"] = float(r.epsilon_lower)
-            row[f"ceiling_{a}"] = float(ceiling)
-            if size == m:
-                ceilings[a] = float(ceiling)
-        curve_rows.append(row)
-        if size == m:
-            full = audits
-    best, best_analysis, assumption = headline(full, q)
-    best_ceiling = ceilings.get(best_analysis, 0.0)
+    analyses = [name.removeprefix(PREFIX) for name in s.estimators]
+    own = {a: table.one("epsilon_lower", s.key, estimator=PREFIX + a) for a in analyses}
+    levels = {a: own[a].level for a in analyses}
+    sizes = curve_sizes(bp.curve_canaries, int(s.scores.size))
+    curve_frame, details = curve(s, levels, sizes, claimed, bp.ceiling_repeats, audit.name)
+    best_analysis = best.estimator.removeprefix(PREFIX)
+    best_ceiling = details[best_analysis]["ceiling"] if best_analysis in details else 0.0
+    caught = best.value > claimed
 
-    per_analysis: dict[str, dict[str, float]] = {}
-    for a, r in full.items():
-        per_analysis[a] = {
-            "epsilon_lower": finite_number(r.epsilon_lower),
-            "ceiling": finite_number(ceilings[a]),
-            "ratio_to_ceiling": finite_number(r.epsilon_lower / ceilings[a]) if ceilings[a] > 0 else 0.0,
-            "counted": float(analysis_counts(a, q)),
-            "confidence": float(r.confidence),
-            "guesses": float(r.guesses),
-            "correct": float(r.correct),
-            "k_positive": float(r.k_positive),
-            "k_negative": float(r.k_negative),
-        }
-    caught = best > claimed
-    metrics: dict[str, Any] = {
-        "epsilon_lower": finite_number(best),
-        "epsilon_claimed": finite_number(claimed),
-        "caught": float(caught),
-        "ratio_to_claimed": finite_number(best / claimed),
-        "ceiling": finite_number(best_ceiling),
-        "epsilon_upper": upper,
-        "analyses": per_analysis,
-        "confidence": float(bp.confidence),
-        "delta": float(delta),
-        "canaries": float(m),
-        "included": float(included.sum()),
-        "noise_multiplier": float(mechanism.noise_multiplier or 0.0),
-        "noise_multiplier_used": float(facts["noise_multiplier_used"]),
-        "test_accuracy": accuracy,
-    }
     kind, brk = str(facts["canary_kind"]), str(facts[BREAK_KEY])
     summary_row = SummaryRow(
-        setting=f"{kind} canaries, m = {m}, break = {brk}",
-        epsilon_upper=upper,
-        epsilon_lower=float(best),
-        epsilon_lower_estimator=f"one_run_{best_analysis}" if best_analysis != "none" else None,
+        setting=f"{kind} canaries, m = {s.scores.size}, break = {brk}",
+        epsilon_upper={r.estimator: r.value for r in table.select("epsilon_upper", "")},
+        epsilon_lower=float(best.value),
+        epsilon_lower_estimator=None if best.estimator == NO_BOUND else best.estimator,
         scores={"epsilon_claimed": claimed, "ceiling": best_ceiling, "caught": float(caught)},
         utility_name="test accuracy",
         utility=accuracy,
-        epsilon_lower_assumes=assumption,
+        epsilon_lower_assumes=best.assumes,
+        confidence=None if best.estimator == NO_BOUND else best.level,
     )
     plots = {
-        "curve.csv": pd.DataFrame(curve_rows),
-        "scores.csv": pd.DataFrame({"score": scores, "included": np.where(included, "in", "out")}),
+        "curve.csv": curve_frame,
+        "scores.csv": pd.DataFrame({"score": s.scores, "included": np.where(s.member, "in", "out")}),
     }
-    context = {
+    context: dict[str, Any] = {
         "analyses": analyses,
-        "analysis_level": level,
-        "best_analysis": best_analysis,
-        "assumptions": {a: str(r.assumption) for a, r in full.items()},
-        "estimators": {a: str(r.estimator) for a, r in full.items()},
+        "details": details,
+        "counted": {a: own[a].counted for a in analyses},
+        "levels": levels,
+        "assumes": {a: own[a].assumes for a in analyses},
+        "epsilon_claimed": claimed,
+        "caught": caught,
+        "noise_multiplier": float(manifest.mechanisms["declared"].noise_multiplier or 0.0),
+        "noise_multiplier_used": float(facts["noise_multiplier_used"]),
     }
-    return BoundsResult(metrics, plots, [summary_row], context, csv_float_format="%.6g")
+    metrics = {**table.metrics(), "headline": {"audit": headline_metrics(best)}}
+    return BoundsResult(metrics, plots, [summary_row], context, csv_float_format="%.6g", table=table)

@@ -11,11 +11,11 @@ from scipy.special import logsumexp
 
 from dpaudit.data.prepared import PreparedData
 from dpaudit.experiments.base import TrainManifest
-from dpaudit.experiments.modelling import neural_logits
 from dpaudit.experiments.onerun.config import OneRunConfig
 from dpaudit.experiments.onerun.design import RUN_FILE
 from dpaudit.io import write_npz
 from dpaudit.layout import Audit
+from dpaudit.training.modelling import neural_logits
 
 #: Evaluation rows used for test accuracy.
 MAX_EVAL_ROWS = 5000

@@ -15,6 +15,7 @@ from dpaudit.results import (
     audit_section,
     short_number,
 )
+from dpaudit.scores import ASSUMES
 
 BREAKS = {
     "none": "the declared pipeline",
@@ -28,8 +29,10 @@ def section(
 ) -> ReportSection:
     """The audit's section from the bounds stage's numbers."""
     blocks = AuditBlocks(audit.name)
-    metrics, ctx, facts = result.metrics, result.context, manifest.facts
+    ctx, facts, best = result.context, manifest.facts, result.summary[0]
     analyses: list[str] = list(ctx["analyses"])
+    levels = sorted({float(ctx["levels"][a]) for a in analyses})
+    upper = best.epsilon_upper
     figures = [
         blocks.figure(
             "curve",
@@ -46,7 +49,8 @@ def section(
             y_label="ε",
             x_log=True,
             caption=(
-                f"Each analysis at {float(ctx['analysis_level']):.3g} on the first m canaries of the run, "
+                f"Each analysis at its level ({', '.join(f'{v:.3g}' for v in levels)}) on the first m "
+                "canaries of the run, "
                 "its ceiling on the ideal Gaussian canary game at the claimed ε and the same m, and the "
                 "claimed ε."
             ),
@@ -70,12 +74,12 @@ def section(
     ]
     rows = []
     for a in analyses:
-        m = metrics["analyses"][a]
-        counted = "yes" if m["counted"] else "no"
+        m = ctx["details"][a]
+        counted = "yes" if ctx["counted"][a] else "no"
         rows.append([
-            a, ctx["assumptions"][a], counted, short_number(m["epsilon_lower"]),
+            a, ASSUMES[ctx["assumes"][a]], counted, short_number(m["epsilon_lower"]),
             short_number(m["ceiling"]), short_number(m["ratio_to_ceiling"]), int(m["guesses"]),
-            int(m["correct"]), short_number(m["confidence"]),
+            int(m["correct"]), short_number(ctx["levels"][a]),
         ])  # fmt: skip
     tables = [
         blocks.table(
@@ -94,9 +98,11 @@ def section(
             ],  # fmt: skip
             rows=rows,
             caption=(
-                f"The headline is the largest counted bound and holds at {float(metrics['confidence']):.0%} "
-                "jointly (each analysis at its Bonferroni share). fdp_gaussian counts only for full-batch "
-                "DP-SGD, whose mechanism is in the Gaussian trade-off family."
+                f"The headline is the largest counted bound and holds at "
+                f"{float(config.bounds.confidence):.0%} "
+                "jointly (each counted analysis at its Bonferroni share; an uncounted one at that level "
+                "alone). fdp_gaussian counts only for full-batch DP-SGD, whose mechanism is in the "
+                "Gaussian trade-off family; steinke assumes only the audit's own ½ inclusion."
             ),
         ),
         blocks.table(
@@ -107,15 +113,15 @@ def section(
                 "claimed ε",
                 "ε_LB",
                 "caught",
-                *(f"ε_{k}" for k in metrics["epsilon_upper"]),
+                *(f"ε_{k}" for k in upper),
             ],
             rows=[
                 [
                     BREAKS[str(facts[BREAK_KEY])],
-                    short_number(metrics["epsilon_claimed"]),
-                    short_number(metrics["epsilon_lower"]),
-                    "yes" if metrics["caught"] else "no",
-                    *(short_number(v) for v in metrics["epsilon_upper"].values()),
+                    short_number(ctx["epsilon_claimed"]),
+                    short_number(best.epsilon_lower or 0.0),
+                    "yes" if ctx["caught"] else "no",
+                    *(short_number(v) for v in upper.values()),
                 ]
             ],  # fmt: skip
             caption="caught: the proven ε_LB exceeds the claimed ε of the declared configuration.",
@@ -124,12 +130,12 @@ def section(
     brk = str(facts[BREAK_KEY])
     description = (
         f"One DP-SGD run on {audit.dataset} (|D| = {manifest.sizes['D']}, q = {facts['sampling_rate']:g}, "
-        f"T = {facts['steps']}, C = {facts['clip_norm']:g}, declared z = {metrics['noise_multiplier']:.4g}, "
-        f"δ = {manifest.delta:g}; claimed ε = {metrics['epsilon_claimed']:.3g} under "
+        f"T = {facts['steps']}, C = {facts['clip_norm']:g}, declared z = {ctx['noise_multiplier']:.4g}, "
+        f"δ = {manifest.delta:g}; claimed ε = {ctx['epsilon_claimed']:.3g} under "
         f"{facts['calibration_accountant']}) with m = {manifest.sizes['canaries']} {facts['canary_kind']} "
         f"canaries, each included with probability ½ ({manifest.sizes['included']} were). Audited: "
         f"{BREAKS[str(facts[BREAK_KEY])]}"
-        + (f" (trained with z = {metrics['noise_multiplier_used']:.4g})" if brk == "noise_div10" else "")
+        + (f" (trained with z = {ctx['noise_multiplier_used']:.4g})" if brk == "noise_div10" else "")
         + (f"; the MLP has {manifest.sizes['padding']} extra all-zero input features to hold the canaries"
            if manifest.sizes["padding"] else "")
         + "."
@@ -137,7 +143,7 @@ def section(
     summary = annotate(
         result.summary,
         f"{len(analyses)} analyses of {manifest.sizes['canaries']} canaries in one run",
-        float(metrics["confidence"]),
+        best.confidence,
     )
     return audit_section(
         audit,

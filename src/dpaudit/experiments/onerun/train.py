@@ -33,7 +33,6 @@ from typing import Any
 
 import numpy as np
 
-from dpaudit.bounds.accountants import calibrate_noise_multiplier, compute_epsilon
 from dpaudit.data.prepared import PreparedData
 from dpaudit.experiments.base import Mechanism, TrainManifest
 from dpaudit.experiments.onerun.config import BREAK_KEY, OneRunConfig, TrainParams
@@ -46,6 +45,7 @@ from dpaudit.experiments.onerun.design import (
 )
 from dpaudit.io import write_npz
 from dpaudit.layout import Audit
+from dpaudit.training.accounting import calibrate_noise_multiplier, compute_epsilon
 
 log = logging.getLogger(__name__)
 

@@ -7,14 +7,16 @@ the two lists (a leak-free ε = 0 mechanism whose members differ from its non-me
 raises every statistic as a real leak would. A bound on the algorithm needs its own randomness:
 shadow models retrained under the declared algorithm, or one run with canaries included with
 probability ½ (Steinke et al. 2023). So nothing here is called an ε lower bound, and the summary
-row's ε-lower cell stays empty. Per attack, at ``target.attack.confidence`` for each statistic:
+row's ε-lower cell stays empty. The attack stage's score sets go through
+:func:`dpaudit.bounds.audit.audit_score_sets` once, with estimators that emit no bound; per attack,
+at ``target.attack.confidence`` for each statistic:
 
-- TPR at each fixed FPR with its Clopper–Pearson interval (:func:`dpaudit.bounds.auditor._tpr_at_fpr`),
-  AUROC with the Hanley–McNeil interval (:func:`~dpaudit.bounds.auditor._auroc`), the advantage
-  max(TPR − FPR) with a DKW interval (:func:`~dpaudit.bounds.auditor._advantage`).
-- Epsilon* (Negoescu et al. Def. 2, App. B) from the logit losses beside its null level at the same
-  n (label permutations) and a bootstrap spread
-  (:func:`dpaudit.bounds.epsilon_star.epsilon_star_with_null`).
+- ``rates``: TPR at each fixed FPR with its Clopper–Pearson interval, AUROC with the Hanley–McNeil
+  interval, the advantage max(TPR − FPR) with a DKW interval; beside it Yeom et al.'s fixed
+  threshold (the members' mean loss) as advantage ``yeom``.
+- ``epsilon_star``: Epsilon* (Negoescu et al. Def. 2, App. B) from the logit losses beside its null
+  level at the same n (label permutations) and a bootstrap spread of ``target.bounds.bootstrap``
+  resamples (an estimate).
 - With ``target.bounds.declared``: every accountant's ε for the declared DP-SGD
   (:func:`dpaudit.bounds.accountants.epsilons_for_event`), an upper bound IF the model was trained
   that way — the owner's declaration, which the audit cannot check.
@@ -23,20 +25,22 @@ row's ε-lower cell stays empty. Per attack, at ``target.attack.confidence`` for
 from __future__ import annotations
 
 import math
-from typing import Any
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 from sklearn.metrics import roc_curve
 
+from dpaudit.attacks.membership import loss_threshold_attack
 from dpaudit.bounds.accountants import ACCOUNTANTS, epsilons_for_event
-from dpaudit.bounds.auditor import _advantage, _auroc, _level_tag, _tpr_at_fpr
-from dpaudit.bounds.epsilon_star import epsilon_star_with_null
+from dpaudit.bounds.audit import audit_score_sets
+from dpaudit.bounds.epsilon_star.null import NULL_PERMUTATIONS
 from dpaudit.experiments.base import BoundsResult, TrainManifest, finite_number
-from dpaudit.experiments.target.attack import SCORES_FILE
 from dpaudit.experiments.target.config import DeclaredTraining, TargetConfig
 from dpaudit.layout import Audit
 from dpaudit.results import SummaryRow
+from dpaudit.scores import read_score_sets
+from dpaudit.table import ResultRow, ResultsTable
 
 #: The attacks in a fixed order; the headline row is the first (offline LiRA, chosen before the
 #: audit ran, so no maximum over attacks is taken).
@@ -50,27 +54,15 @@ def _roc(scores: np.ndarray, is_member: np.ndarray, attack: str) -> pd.DataFrame
     return pd.DataFrame({"attack": attack, "fpr": fpr, "tpr": tpr})
 
 
-def membership_evidence(
-    member_scores: np.ndarray, nonmember_scores: np.ndarray, fpr_levels: tuple[float, ...], confidence: float
-) -> dict[str, float]:
-    """TPR at each FPR level, AUROC and advantage of one attack on one model, each with its interval.
-
-    Higher score = "member". Each interval is two-sided at ``confidence`` on its own (they are not
-    joint). Keys: ``tpr_at_fpr_<level>`` (+ ``_low``, ``_high``, ``_achieved_fpr``), ``auroc``,
-    ``advantage`` (+ ``_low``, ``_high``), ``confidence``, ``n_members``, ``n_nonmembers``.
-    """
-    pos = np.asarray(member_scores, dtype=np.float64)
-    neg = np.asarray(nonmember_scores, dtype=np.float64)
-    out: dict[str, float] = {"confidence": float(confidence), "n_members": float(pos.size),
-                             "n_nonmembers": float(neg.size)}
-    for level in fpr_levels:
-        tag = _level_tag(level)
-        tpr, low, high, achieved = _tpr_at_fpr(pos, neg, level, confidence)
-        out.update({f"tpr_at_fpr_{tag}": tpr, f"tpr_at_fpr_{tag}_low": low, f"tpr_at_fpr_{tag}_high": high,
-                    f"tpr_at_fpr_{tag}_achieved_fpr": achieved})
-    out["auroc"], out["auroc_low"], out["auroc_high"] = _auroc(pos, neg, confidence)
-    out["advantage"], out["advantage_low"], out["advantage_high"] = _advantage(pos, neg, confidence)
-    return {key: finite_number(value) for key, value in out.items()}
+def evidence_of(table: ResultsTable, attack: str) -> dict[str, float]:
+    """The ``rates`` rows of one attack as ``{quantity: value, quantity_low: …, quantity_high: …}``."""
+    out: dict[str, float] = {}
+    for row in table.select(group=f"attack={attack}"):
+        if row.estimator in ("threshold", "scores"):
+            out[row.quantity] = finite_number(row.value)
+            out[f"{row.quantity}_low"] = finite_number(row.low)
+            out[f"{row.quantity}_high"] = finite_number(row.high)
+    return out
 
 
 def declared_epsilons(declared: DeclaredTraining, audit_delta: float) -> dict[str, float]:
@@ -82,39 +74,37 @@ def declared_epsilons(declared: DeclaredTraining, audit_delta: float) -> dict[st
 
 
 def bounds(config: TargetConfig, audit: Audit, manifest: TrainManifest) -> BoundsResult:
-    """Metrics (numbers only), the ROC table and the summary rows of the audited model."""
-    with np.load(audit.attack_dir / SCORES_FILE, allow_pickle=False) as f:
-        scores = {name: f[name] for name in ATTACKS}
-        is_member = f["is_member"].astype(bool)
-        yeom = {k: float(f[f"yeom_{k}"]) for k in ("threshold", "tpr", "fpr")}
+    """The results table (rates, Epsilon*, declared accountants, utility), the ROC table, summary rows."""
+    sets = {s.group["attack"]: s for s in read_score_sets(audit.scores_path)}
+    star_set = sets["logit_loss"]
+    sets["logit_loss"] = replace(star_set, params={**star_set.params, "n_bootstrap": config.bounds.bootstrap})
     with np.load(audit.losses_path, allow_pickle=False) as f:
-        logit_loss, accuracy = f["logit_loss"], float(f["accuracy"])
+        accuracy = float(f["accuracy"])
     confidence = config.attack.confidence
-    evidence = {
-        name: membership_evidence(s[is_member], s[~is_member], config.attack.fpr_levels, confidence)
-        for name, s in scores.items()
-    }
-    star = epsilon_star_with_null(logit_loss[is_member], logit_loss[~is_member], delta=manifest.delta,
-                                  n_bootstrap=config.bounds.bootstrap, spread_level=confidence,
-                                  seed=manifest.seeds["seed"])
+    table = audit_score_sets(list(sets.values()), confidence)
+    loss = sets["loss_threshold"]
+    yeom_attack = loss_threshold_attack(-loss.in_scores, -loss.out_scores)
+    yeom = {"threshold": yeom_attack.threshold, "tpr": yeom_attack.tpr, "fpr": yeom_attack.fpr}
+    table.add(ResultRow("attack=loss_threshold", "advantage", yeom_attack.advantage, "yeom", "rate"))
+    table.add(ResultRow("", "utility", accuracy, "accuracy_nonmembers", "utility"))
     declared = config.bounds.declared
     upper = declared_epsilons(declared, manifest.delta)
-    metrics: dict[str, Any] = {name: dict(e) for name, e in evidence.items()}
-    metrics["loss_threshold"].update({f"yeom_{k}": finite_number(v) for k, v in yeom.items()})
-    metrics["epsilon_star"] = {
-        "value": finite_number(star.epsilon_star),
-        "null_mean": finite_number(star.null_mean),
-        "null_high": finite_number(star.null_high),
-        "null_pvalue": finite_number(star.null_pvalue),
-        "above_null": float(star.above_null),
-        "null_permutations": float(star.null_permutations),
-        "spread_low": finite_number(star.spread_low),
-        "spread_high": finite_number(star.spread_high),
-        "delta": finite_number(star.delta),
+    table.extend(ResultRow("", "epsilon_upper", v, name, "accountant") for name, v in upper.items())
+    evidence = {name: evidence_of(table, name) for name in ATTACKS}
+    star_rows = {r.estimator: r for r in table.select("epsilon_star", "attack=logit_loss")}
+    star = {
+        "value": finite_number(star_rows["parametric"].value),
+        "null_mean": finite_number(star_rows["null_mean"].value),
+        "null_high": finite_number(star_rows["null_high"].value),
+        "above_null": float(star_rows["parametric"].value > star_rows["null_high"].value),
+        "null_permutations": float(NULL_PERMUTATIONS),
+        "spread_low": finite_number(star_rows["parametric"].low),
+        "spread_high": finite_number(star_rows["parametric"].high),
+        "delta": finite_number(manifest.delta),
     }
-    metrics["utility"] = {"accuracy_nonmembers": accuracy}
+    declared_facts = None
     if upper:
-        metrics["declared"] = {
+        declared_facts = {
             "sampling_rate": declared.q,
             "steps": float(declared.total_steps),
             "noise_multiplier": float(declared.noise_multiplier),  # type: ignore[arg-type]
@@ -122,10 +112,9 @@ def bounds(config: TargetConfig, audit: Audit, manifest: TrainManifest) -> Bound
             "epsilon_upper": {a: finite_number(upper[a]) for a in ACCOUNTANTS},
         }
         if declared.clip_norm is not None:
-            metrics["declared"]["clip_norm"] = float(declared.clip_norm)
+            declared_facts["clip_norm"] = float(declared.clip_norm)
     epsilon_upper = {a: float(v) for a, v in upper.items() if math.isfinite(v)}
-    star_scores = {"epsilon_star": finite_number(star.epsilon_star),
-                   "epsilon_star_null_high": finite_number(star.null_high)}
+    star_scores = {"epsilon_star": star["value"], "epsilon_star_null_high": star["null_high"]}
     rows = [
         SummaryRow(
             setting=f"your model: {label}",
@@ -138,12 +127,14 @@ def bounds(config: TargetConfig, audit: Audit, manifest: TrainManifest) -> Bound
         )
         for name, label in ATTACKS.items()
     ]
-    roc = pd.concat([_roc(s, is_member, name) for name, s in scores.items()], ignore_index=True)
+    roc = pd.concat([_roc(sets[name].scores, sets[name].member, name) for name in ATTACKS], ignore_index=True)
     context = {
         "evidence": evidence,
-        "epsilon_star": metrics["epsilon_star"],
-        "declared": metrics.get("declared"),
+        "epsilon_star": star,
+        "declared": declared_facts,
         "yeom": yeom,
         "headline": 0,
     }
-    return BoundsResult(metrics=metrics, plots={"roc.csv": roc}, summary=rows, context=context)
+    return BoundsResult(
+        metrics=table.metrics(), plots={"roc.csv": roc}, summary=rows, context=context, table=table
+    )

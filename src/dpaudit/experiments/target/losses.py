@@ -13,15 +13,14 @@ from pathlib import Path
 
 import numpy as np
 
-from dpaudit.attacks.lira import logit_scaled_confidence
-from dpaudit.attacks.membership import losses_from_logits
 from dpaudit.data.prepared import PreparedData
 from dpaudit.experiments.base import TrainManifest
-from dpaudit.experiments.modelling import neural_logits
 from dpaudit.experiments.target.config import TargetConfig
 from dpaudit.experiments.target.design import Candidates, load_weights, mapped_model
 from dpaudit.io import write_npz
 from dpaudit.layout import Audit
+from dpaudit.training.modelling import neural_logits
+from dpaudit.training.outputs import logit_scaled_confidence, losses_from_logits
 
 
 def losses(config: TargetConfig, audit: Audit, manifest: TrainManifest, out_path: Path) -> None:

@@ -6,7 +6,6 @@ DVC md5 and sha256 head the section, so the report names exactly the model versi
 
 from __future__ import annotations
 
-from dpaudit.bounds.auditor import _level_tag
 from dpaudit.experiments.base import BoundsResult, TrainManifest
 from dpaudit.experiments.target.bounds import ATTACKS
 from dpaudit.experiments.target.config import TargetConfig
@@ -19,6 +18,7 @@ from dpaudit.results import (
     percent,
     short_number,
 )
+from dpaudit.table import fpr_tag
 
 #: Headline scores: Negoescu et al.'s Epsilon* beside its null level at the same n, and the AUROC of
 #: the row's attack. All are evidence about this model and these records, none a bound.
@@ -47,8 +47,10 @@ def section(
         ["membership file", model.get("membership_path", "–")],
         ["membership md5 (DVC)", model.get("membership_md5", "–")],
         ["architecture", " → ".join(manifest.facts.get("architecture", []))],
-        ["members / non-members / shadow pool",
-         f"{sizes['members']} / {sizes['nonmembers']} / {sizes['pool']}"],
+        [
+            "members / non-members / shadow pool",
+            f"{sizes['members']} / {sizes['nonmembers']} / {sizes['pool']}",
+        ],
     ]
     levels = list(config.attack.fpr_levels)
     pct = percent(config.attack.confidence)
@@ -56,63 +58,88 @@ def section(
     attack_rows = []
     for name, label in ATTACKS.items():
         e = evidence[name]
-        keys = [f"tpr_at_fpr_{_level_tag(level)}" for level in levels] + ["auroc", "advantage"]
+        keys = [f"tpr_at_fpr_{fpr_tag(level)}" for level in levels] + ["auroc", "advantage"]
         attack_rows.append([label, *(interval(e[k + "_low"], e[k + "_high"], e[k]) for k in keys)])
     star_row = [
         short_number(star["value"]),
         short_number(star["null_mean"]),
         short_number(star["null_high"]),
         "yes" if star["above_null"] else "no (within the null level)",
-        short_number(star["null_pvalue"]),
         interval(star["spread_low"], star["spread_high"]),
     ]
     tables = [
-        blocks.table("model", title="Audited model (provenance)", columns=["", "value"],
-                  rows=provenance_rows,
-                  caption="The digests are those `dvc add` recorded; the audit ran on exactly this file."),
+        blocks.table(
+            "model",
+            title="Audited model (provenance)",
+            columns=["", "value"],
+            rows=provenance_rows,
+            caption="The digests are those `dvc add` recorded; the audit ran on exactly this file.",
+        ),
         blocks.table(
             "attacks",
             title="Membership evidence about your model (not an ε bound)",
-            columns=["attack", *(f"TPR @ {percent(level)} FPR [{pct} CP]" for level in levels),
-                     f"attack AUROC [{pct}]", f"advantage [{pct}]"],
+            columns=[
+                "attack",
+                *(f"TPR @ {percent(level)} FPR [{pct} CP]" for level in levels),
+                f"attack AUROC [{pct}]",
+                f"advantage [{pct}]",
+            ],
             rows=attack_rows,
-            caption=(f"Each interval is two-sided at {pct} on its own (Clopper–Pearson for TPR, "
-                     "Hanley–McNeil for AUROC, DKW for the advantage). These numbers describe this model "
-                     "and these member / non-member records; they are not a lower bound on the ε of the "
-                     "training algorithm: members and non-members that differ in distribution score "
-                     "apart even under a leak-free algorithm. Offline LiRA compares the model's "
-                     f"confidence on each record with {sizes['shadows']} shadow models of the same "
-                     "architecture that never saw it."),
+            caption=(
+                f"Each interval is two-sided at {pct} on its own (Clopper–Pearson for TPR, "
+                "Hanley–McNeil for AUROC, DKW for the advantage). These numbers describe this model "
+                "and these member / non-member records; they are not a lower bound on the ε of the "
+                "training algorithm: members and non-members that differ in distribution score "
+                "apart even under a leak-free algorithm. Offline LiRA compares the model's "
+                f"confidence on each record with {sizes['shadows']} shadow models of the same "
+                "architecture that never saw it."
+            ),
         ),
         blocks.table(
             "epsilon-star",
             title="Epsilon* of your model, beside its null level at the same n",
-            columns=["Epsilon*", "null level: mean", "null level: 95th pct.", "above the null level",
-                     "permutation p-value", f"bootstrap spread ({pct} of resamples)"],
+            columns=[
+                "Epsilon*",
+                "null level: mean",
+                "null level: 95th pct.",
+                "above the null level",
+                f"bootstrap spread ({pct} of resamples)",
+            ],
             rows=[star_row],
-            caption=("Negoescu et al. Def. 2 (App. B parametric fit of the logit loss), "
-                     f"δ = {star['delta']:.3g}. "
-                     "The null level is Epsilon* on identical member and non-member distributions at the "
-                     f"same n: the same losses with labels shuffled ({int(star['null_permutations'])} "
-                     "permutations, group sizes kept). The bootstrap spread shows how the estimate moves "
-                     "under resampling; it is not a confidence interval. An estimate for this model, not "
-                     "a bound."),
+            caption=(
+                "Negoescu et al. Def. 2 (App. B parametric fit of the logit loss), "
+                f"δ = {star['delta']:.3g}. "
+                "The null level is Epsilon* on identical member and non-member distributions at the "
+                f"same n: the same losses with labels shuffled ({int(star['null_permutations'])} "
+                "permutations, group sizes kept). The bootstrap spread shows how the estimate moves "
+                "under resampling; it is not a confidence interval. An estimate for this model, not "
+                "a bound."
+            ),
         ),
     ]
     if declared:
-        tables.append(blocks.table(
-            "declared",
-            title="Accountants' ε for your declared DP training",
-            columns=["accountant", "ε"],
-            rows=[[a, short_number(v)] for a, v in declared["epsilon_upper"].items()],
-            caption=(f"DP-SGD as declared in target.bounds.declared: q = {declared['sampling_rate']:.4g}, "
-                     f"T = {int(declared['steps'])}, z = {declared['noise_multiplier']:g}, "
-                     f"δ = {declared['delta']:.3g} (Poisson-sampled Gaussian composed T times). An upper "
-                     "bound on ε IF the model was trained this way; the audit cannot check the declaration."),
-        ))
+        tables.append(
+            blocks.table(
+                "declared",
+                title="Accountants' ε for your declared DP training",
+                columns=["accountant", "ε"],
+                rows=[[a, short_number(v)] for a, v in declared["epsilon_upper"].items()],
+                caption=(
+                    f"DP-SGD as declared in target.bounds.declared: q = {declared['sampling_rate']:.4g}, "
+                    f"T = {int(declared['steps'])}, z = {declared['noise_multiplier']:g}, "
+                    f"δ = {declared['delta']:.3g} (Poisson-sampled Gaussian composed T times). An upper "
+                    "bound on ε IF the model was trained this way; the audit cannot check the declaration."
+                ),
+            )
+        )
     figures = [
-        blocks.roc("roc", "ROC of the membership attacks", "roc.csv", group="attack",
-                   caption="Members are positives; the diagonal is guessing."),
+        blocks.roc(
+            "roc",
+            "ROC of the membership attacks",
+            "roc.csv",
+            group="attack",
+            caption="Members are positives; the diagonal is guessing.",
+        ),
     ]
     which = (
         f"file {model.get('model_path')}, DVC md5 {model.get('model_md5')}"

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import numpy as np
 
-from dpaudit.bounds.accountants import default_delta
 from dpaudit.data.prepared import PreparedData
 from dpaudit.experiments.base import Mechanism, TrainManifest
 from dpaudit.experiments.target.config import TargetConfig, TrainParams
@@ -25,6 +24,7 @@ from dpaudit.experiments.target.design import MODEL_FILE, WEIGHTS_FILE, mapped_m
 from dpaudit.experiments.target.design.inputs import load_target_model
 from dpaudit.io import write_npz
 from dpaudit.layout import Audit
+from dpaudit.training.accounting import default_delta
 
 log = logging.getLogger(__name__)
 

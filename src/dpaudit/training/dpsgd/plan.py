@@ -104,9 +104,11 @@ def poisson_batch_bound(size: int, q: float) -> int:
 
 @dataclass(frozen=True)
 class _ReleasedPlan:
-    """Where K released flat coordinates live: per (layer, kernel|bias) group the kernel rows i
-    (``first``) and output units o (``second``) to gather, and ``order``, the permutation from the
-    groups' concatenation back to the requested order."""
+    """Where K released flat coordinates live: per (layer, kind) group two index vectors, and
+    ``order``, the permutation from the groups' concatenation back to the requested order. Kinds:
+    ``kernel``/``bias`` of a dense layer (``first`` the kernel rows i, ``second`` the output units
+    o), ``conv_kernel`` (``first`` the entry's position in the kernel flattened as
+    ``[k·k·c_in·filters]``, ``second`` its filter) and ``conv_bias`` (``second`` the filter)."""
 
     parts: tuple[tuple[int, str, tf.Tensor, tf.Tensor], ...]
     order: tf.Tensor
@@ -114,23 +116,22 @@ class _ReleasedPlan:
 
 def _released_plan(model: Model, released: Sequence[int]) -> _ReleasedPlan:
     """Map flat parameter coordinates (parameters flattened in order and concatenated) onto dense
-    layers' kernel entries (i, o) and bias entries o (see :meth:`_StepFunction.clip_and_sum_released`)."""
+    layers' kernel entries (i, o) and bias entries o, and convolutions' kernel entries (their flat
+    position in the Keras-layout kernel) and bias entries o (see
+    :meth:`_StepFunction.clip_and_sum_released`)."""
     trainable = [layer for layer in model.layers if isinstance(layer, Dense | Conv2D)]
     offsets = np.cumsum([0, *(math.prod(s) for s in model.param_shapes)])
     groups: dict[tuple[int, str], list[tuple[int, int, int]]] = {}
     for pos, c in enumerate(released):
         j = int(np.searchsorted(offsets, c, side="right")) - 1
-        layer, local = j // 2, c - offsets[j]
-        if not isinstance(trainable[layer], Dense):
-            raise ValueError(
-                f"released coordinate {c} lies in a {type(trainable[layer]).__name__} layer; "
-                "released coordinates support dense layers only"
-            )
+        layer, local = j // 2, int(c - offsets[j])
+        conv = isinstance(trainable[layer], Conv2D)
         if j % 2 == 0:
             units = model.param_shapes[j][-1]
-            groups.setdefault((layer, "kernel"), []).append((pos, local // units, local % units))
+            entry = (pos, local if conv else local // units, local % units)
+            groups.setdefault((layer, "conv_kernel" if conv else "kernel"), []).append(entry)
         else:
-            groups.setdefault((layer, "bias"), []).append((pos, 0, local))
+            groups.setdefault((layer, "conv_bias" if conv else "bias"), []).append((pos, 0, local))
     parts, positions = [], []
     for (layer, kind), entries in groups.items():
         parts.append(

@@ -14,7 +14,8 @@ import tensorflow as tf
 from dpaudit.training.dpsgd.config import DPSGDConfig
 from dpaudit.training.dpsgd.observers import Injector, Observer, StepState, _Lazy
 from dpaudit.training.dpsgd.plan import _released_plan
-from dpaudit.training.models import Model
+from dpaudit.training.layer_ops import RowStats, shared_rows
+from dpaudit.training.models import Dense, Model
 
 
 def _flat_sq_norm(tensors: Sequence[tf.Tensor], keep: int = 1) -> tf.Tensor:
@@ -122,7 +123,9 @@ class _StepFunction:
     ) -> tuple[list[tf.Tensor], dict[str, tf.Tensor]]:
         """``num_steps`` (≥ 1) steps in one graph: a while loop, observer records in TensorArrays."""
         data = (seed, chunk, X, y, member_mask, z, normalizer)
-        params, rec0 = self._step(*data, params, first_step, weights, trial_data, hooks)
+        # The shared input's row norms and blocks are loop invariants: computed once per call.
+        rows = shared_rows(X) if isinstance(self.model.layers[0], Dense) else None
+        params, rec0 = self._step(*data, params, first_step, weights, trial_data, hooks, rows)
         keys = sorted(rec0)
         arrays = [
             tf.TensorArray(rec0[k].dtype, size=num_steps, element_shape=rec0[k].shape).write(0, rec0[k])
@@ -131,7 +134,7 @@ class _StepFunction:
 
         def body(i: tf.Tensor, p: list[tf.Tensor], tas: list[tf.TensorArray]) -> tuple:
             step = first_step + tf.cast(i, tf.int64)
-            new, rec = self._step(*data, p, step, weights, trial_data, hooks)
+            new, rec = self._step(*data, p, step, weights, trial_data, hooks, rows)
             return i + 1, new, [ta.write(i, rec[k]) for ta, k in zip(tas, keys, strict=True)]
 
         _, params, arrays = tf.while_loop(
@@ -167,18 +170,30 @@ class _StepFunction:
         return batch_mask, idx, valid
 
     # Phase 2 ----------------------------------------------------------------------------------
-    def per_example_norms(self, params: list[tf.Tensor], X: tf.Tensor, y: tf.Tensor, shared: bool) -> _Pass:
+    def per_example_norms(
+        self,
+        params: list[tf.Tensor],
+        X: tf.Tensor,
+        y: tf.Tensor,
+        shared: bool,
+        rows: RowStats | None = None,
+    ) -> _Pass:
         """Per-example norms: forward pass, output gradients δ of every trainable layer by one
         backward pass of Σ ℓ_n, and ‖∂ℓ_n/∂θ‖ per trial and row from the layer identities
         (dense: (‖a‖² + 1)·‖δ‖²; convolution: patches) — no per-example gradient of a dense
-        layer is materialised. ``X`` is shared [N, ...] or per trial [T, B, ...]."""
+        layer is materialised. ``X`` is shared [N, ...] or per trial [T, B, ...]; ``rows`` are the
+        precomputed :class:`RowStats` of ``X``'s rows (read by a first dense layer)."""
         with tf.GradientTape() as tape:
             tape.watch(params)
             logits, traces = self.model.forward(params, X, shared=shared)
             losses = self.model.example_losses(logits, y)
             total = tf.reduce_sum(losses)
         deltas = tape.gradient(total, [tr.outputs for tr in traces])
-        prepared = [tr.layer.prepare(tr.inputs, d, tr.shared) for tr, d in zip(traces, deltas, strict=True)]
+        prepared = [
+            tr.layer.prepare(tr.inputs, d, tr.shared, rows) if i == 0 and rows is not None else
+            tr.layer.prepare(tr.inputs, d, tr.shared)
+            for i, (tr, d) in enumerate(zip(traces, deltas, strict=True))
+        ]  # fmt: skip
         sq = None
         for tr, prep in zip(traces, prepared, strict=True):
             s = tr.layer.sq_norms(prep)
@@ -205,12 +220,22 @@ class _StepFunction:
     def clip_and_sum_released(self, pas: _Pass, weights: tf.Tensor) -> list[tf.Tensor]:
         """Clip-and-sum at the released coordinates only: ``[T, K]`` with Σ_n w_n c_n a_{n,i} δ_{n,o}
         for a dense kernel entry (i, o) and Σ_n w_n c_n δ_{n,o} for a bias entry — the same sums as
-        :meth:`clip_and_sum` restricted to K coordinates, without forming the other P − K."""
+        :meth:`clip_and_sum` restricted to K coordinates, without forming the other P − K. A
+        convolution's entries are gathered from the per-example gradients that its norms already
+        formed (``pas.prepared``: kernel ``[T, N, k·k·c_in, filters]``, bias ``[T, N, filters]``)."""
         c = self.clip_factors(pas.norms) * weights  # [T, N]
         assert self._released_plan is not None
         columns: list[tf.Tensor] = []
         for layer, kind, first, second in self._released_plan.parts:
             tr = pas.traces[layer]
+            if kind in ("conv_kernel", "conv_bias"):
+                g, bias = pas.prepared[layer]
+                if kind == "conv_kernel":
+                    picked = tf.gather(tf.reshape(g, [tf.shape(g)[0], tf.shape(g)[1], -1]), first, axis=-1)
+                else:
+                    picked = tf.gather(bias, second, axis=-1)
+                columns.append(tf.reduce_sum(picked * c[..., None], axis=1))
+                continue
             d = tf.gather(pas.deltas[layer], second, axis=-1) * c[..., None]  # [T, N, k]
             if kind == "bias":
                 columns.append(tf.reduce_sum(d, axis=1))
@@ -347,13 +372,14 @@ class _StepFunction:
         weights: tf.Tensor,
         trial_data: dict[str, tf.Tensor],
         hooks: dict[str, Any],
+        rows: RowStats | None = None,
     ) -> tuple[list[tf.Tensor], dict[str, tf.Tensor]]:
         cfg = self.cfg
         T = tf.shape(params[0])[0]
         batch_mask, idx, valid = self.select_batch(seed, chunk, step, member_mask)
         R = len(self.tracked_rows)
         if idx is None:  # full batch or masked Poisson batch: every row, weighted by the mask
-            pas = self.per_example_norms(params, X, y, shared=True)
+            pas = self.per_example_norms(params, X, y, shared=True, rows=rows)
             if self.released is None:
                 factors, clipped_sum = self.clip_and_sum(pas, batch_mask)
             else:
@@ -363,12 +389,15 @@ class _StepFunction:
             all_factors = factors
             tracked = self.tracked_gradients(pas, self.rows) if R else None
         else:  # gathered Poisson batch: only the sampled rows
-            pas = self.per_example_norms(params, tf.gather(X, idx), tf.gather(y, idx), shared=False)
+            batch_rows = None if rows is None else RowStats(tf.gather(rows.sq, idx), None)
+            pas = self.per_example_norms(
+                params, tf.gather(X, idx), tf.gather(y, idx), shared=False, rows=batch_rows
+            )
             if self.released is None:
                 _, clipped_sum = self.clip_and_sum(pas, valid)
             else:
                 clipped_sum = self.clip_and_sum_released(pas, valid)
-            full = _Lazy(lambda: self.per_example_norms(params, X, y, shared=True))
+            full = _Lazy(lambda: self.per_example_norms(params, X, y, shared=True, rows=rows))
             losses = _Lazy(lambda: full.get().losses)  # type: ignore[assignment]
             all_factors = _Lazy(lambda: self.clip_factors(full.get().norms))  # type: ignore[assignment]
             tracked = None

@@ -23,8 +23,8 @@ from pathlib import Path
 import numpy as np
 
 from dpaudit.experiments.canaries.config import CANARY_TYPES, DatasetSettings
-from dpaudit.experiments.defences import DefenceKind, defence_kinds
 from dpaudit.io import write_npz
+from dpaudit.training.defences import DefenceKind, defence_kinds
 
 __all__ = [
     "ATTACK_FILE",

@@ -4,7 +4,7 @@ Grid points ρβ × sensitivity {global, local} × neighbours {bounded, unbounde
 (Eq. 10); z from ε by the RDP accountant with q = 1 and k steps; δ = 1/|D| unless set. D′ comes
 from the dataset-sensitivity search (Def. 6): unbounded D′ = D \\ {x̂}; bounded D′ = D with x̂
 replaced by x̂′. The worlds, masks and grid are the shared machinery of
-:mod:`dpaudit.experiments.game`.
+:mod:`dpaudit.data.worlds`.
 """
 
 from __future__ import annotations
@@ -15,13 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from dpaudit.bounds.accountants import calibrate_noise_multiplier
-from dpaudit.bounds.identifiability import epsilon_from_rho_beta
 from dpaudit.data.prepared import PreparedData
+from dpaudit.data.worlds import Population, neighbour_masks, population, settings_grid
 from dpaudit.experiments.base import TrainManifest
-from dpaudit.experiments.game import Population, neighbour_masks, population, settings_grid
 from dpaudit.experiments.identifiability.config import Neighbours, Sensitivity, TrainParams
 from dpaudit.sensitivity.search import SensitivityResult
+from dpaudit.training.accounting import calibrate_noise_multiplier, epsilon_from_rho_beta
 
 #: Files of the train stage's output directory besides one ``<setting>.npz`` per grid point.
 POPULATION_FILE = "population.json"

@@ -4,8 +4,8 @@ A *cell* is one threat model (A–F of Table I, :mod:`.registry`) at one target 
 exactly N trials per world: ``inserted`` is 1 in world D′ (the target record, poison or canary is
 present) and 0 in world D; the distinguishers' scores are higher for D′, so the scores auditor's "in"
 scores are the inserted trials. The noise for each target ε is calibrated for fixed q and T (RDP, as
-the paper), and the Clopper–Pearson cap is the largest ε lower bound N trials per world can give (a
-perfect test).
+the paper). The Clopper–Pearson cap, the largest ε lower bound N trials per world can give (a perfect
+test), is a bound: :func:`dpaudit.bounds.empirical.cp_cap`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dpaudit.bounds.empirical import clopper_pearson_upper, epsilon_from_rates, limit_level
 from dpaudit.experiments.base import TrainManifest
 from dpaudit.experiments.instantiation.design.registry import REGISTRY
 
@@ -23,7 +22,6 @@ __all__ = [
     "Cell",
     "balanced_inserted",
     "cell_file",
-    "cp_cap",
     "epsilon_key",
     "manifest_cells",
 ]
@@ -74,14 +72,3 @@ def balanced_inserted(per_world: int, seed: int | list[int]) -> np.ndarray:
     """Exactly ``per_world`` trials in each world, in a seeded random order (1 = D′, inserted)."""
     bits = np.repeat(np.array([0, 1], dtype=np.int8), per_world)
     return np.random.default_rng(seed).permutation(bits)
-
-
-def cp_cap(per_world: int, delta: float, confidence: float = 0.95) -> float:
-    """The largest ε lower bound N trials per world can certify (Nasr et al. Eqs. 4–5).
-
-    A perfect test (no false positive, no false negative) with both Clopper–Pearson upper limits at
-    the one-sided level 1 − (1 − c)/2 (jointly c): FPR_U = FNR_U = 1 − ((1 − c)/2)^{1/N}. At c = 0.95,
-    δ = 1e-5: 3.28 / 4.21 / 4.91 / 5.60 / 7.90 / 12.51 for N = 100 / 250 / 500 / 1000 / 1e4 / 1e6.
-    """
-    upper = float(clopper_pearson_upper(0, int(per_world), limit_level(confidence, 2)))
-    return float(epsilon_from_rates(upper, upper, delta))

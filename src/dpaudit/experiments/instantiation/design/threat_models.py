@@ -9,7 +9,6 @@ uses). This module re-exports them so that existing imports keep working.
 
 from __future__ import annotations
 
-from dpaudit.attacks.gradient_canary import smallest_update_coordinates
 from dpaudit.experiments.instantiation.design.crafters.canary import (
     _projection_observer,
     clipped_gradient_mass,
@@ -42,6 +41,7 @@ from dpaudit.experiments.instantiation.design.game import (
     point_loss_observer,
     test_accuracy,
 )
+from dpaudit.training.gradient_canary import smallest_update_coordinates
 
 __all__ = [
     "Game",

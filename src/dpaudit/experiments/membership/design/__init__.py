@@ -20,13 +20,13 @@ import numpy as np
 
 from dpaudit.config import ParamsError
 from dpaudit.experiments.base import TrainManifest
-from dpaudit.experiments.defences import DefenceKind, defence_kinds
 from dpaudit.experiments.membership.config import (
     MembershipConfig,
     SplitSizes,
     StrategyKind,
     steps_for_epochs,
 )
+from dpaudit.training.defences import DefenceKind, defence_kinds
 
 __all__ = [
     "ATTACK_FILE",
@@ -98,7 +98,7 @@ def plan_strategies(config: MembershipConfig, members: int, delta: float) -> lis
     Target-ε strategies get their noise multiplier from
     :func:`dpaudit.bounds.calibrate_noise_multiplier` under ``dpsgd.calibration_accountant``.
     """
-    from dpaudit.bounds.accountants import calibrate_noise_multiplier
+    from dpaudit.training.accounting import calibrate_noise_multiplier
 
     dp = config.train.dpsgd
     q, steps = dp.sampling_rate, steps_for_epochs(dp.sampling_rate, dp.epochs)

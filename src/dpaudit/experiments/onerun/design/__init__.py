@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from dpaudit.experiments.game import seed_from_text
+from dpaudit.data.worlds import seed_from_text
 
 __all__ = [
     "RUN_FILE",
@@ -49,7 +49,7 @@ def setting_seed(values: Mapping[str, Any]) -> int:
     """A stable 31-bit seed from a setting's own values (sha256 of their sorted JSON), never from its
     position in a grid: the same setting draws the same canaries and noise wherever it appears.
 
-    Same hash as :func:`dpaudit.experiments.game.setting_seed` (:func:`~dpaudit.experiments.game.
+    Same hash as :func:`dpaudit.data.worlds.setting_seed` (:func:`~dpaudit.data.worlds.
     seed_from_text`), but of named values (a mapping, order-free) rather than a positional tuple's
     ``repr``: the two serialisations give different seeds, and switching this one would redraw every
     one-run audit's canaries and noise, so both stay."""

@@ -65,6 +65,6 @@ def mapped_model(train_dir: Path, prepared: PreparedData, hidden: list[int] | No
         from dpaudit.training.keras_import import model_from_keras_file
 
         return model_from_keras_file(model_path)
-    from dpaudit.experiments.modelling import build_model
+    from dpaudit.training.modelling import build_model
 
     return build_model(prepared.name, prepared.input_shape, prepared.num_classes, hidden)

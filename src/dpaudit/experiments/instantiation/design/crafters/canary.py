@@ -18,14 +18,14 @@ from collections.abc import Sequence
 import numpy as np
 import tensorflow as tf
 
-from dpaudit.attacks.gradient_canary import (
+from dpaudit.experiments.instantiation.design.game import Game, _flat, _split_flat, test_accuracy
+from dpaudit.training.dpsgd import InjectedGradient, StepState, privatized_sum_observer, train_trials
+from dpaudit.training.gradient_canary import (
     canary_gradient,
     canary_projection,
     canary_signs,
     smallest_update_coordinates,
 )
-from dpaudit.experiments.instantiation.design.game import Game, _flat, _split_flat, test_accuracy
-from dpaudit.training.dpsgd import InjectedGradient, StepState, privatized_sum_observer, train_trials
 from dpaudit.training.models import Conv2D, Dense, Flatten, Model
 
 __all__ = [

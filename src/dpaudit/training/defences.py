@@ -1,9 +1,10 @@
 """Defences (privacy strategies) as registered kinds with their attributes.
 
-An experiment that audits several defences (:mod:`.canaries`, :mod:`.membership`) registers each kind
-once, with what the stages need to know about it, and its train, attack and bounds stages read these
-attributes instead of comparing kind names: adding a defence kind is one entry in that experiment's
-table.
+An experiment that audits several defences (:mod:`dpaudit.experiments.canaries`,
+:mod:`dpaudit.experiments.membership`) registers each kind once, with what the stages need to know
+about it, and its train, attack and bounds stages read these attributes instead of comparing kind
+names: adding a defence kind is one entry in that experiment's table. It lives with training
+because the train stage reads it first (how to train each defence).
 """
 
 from __future__ import annotations

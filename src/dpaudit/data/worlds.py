@@ -1,8 +1,9 @@
-"""The distinguishing game every audit experiment plays: worlds D / D′, seeded trials, settings grid.
+"""What records each trial's training set holds, and the seeds: worlds D / D′, seeded trials, grids.
 
 In the game of Bernau et al. §3–5 (:data:`dpaudit.references.BERNAU`; also Nasr et al. 2021 §3,
 :data:`dpaudit.references.NASR_2021`) a challenger trains on D or on a neighbour D′ and an
-adversary guesses which. This module holds the parts that do not depend on the adversary:
+adversary guesses which. This module holds the challenger's side, which a train stage runs (so an
+attack or bound edit never retrains):
 
 - :class:`Population`: one shared example array for all trials (D first, then the extra records
   that some D′ needs), so that one trainer call serves every world.
@@ -10,7 +11,8 @@ adversary guesses which. This module holds the parts that do not depend on the a
   unbounded (remove x̂) or bounded (replace x̂ by x̂′) neighbourhood, Bernau Def. 1–2.
 - :func:`draw_worlds`: the seeded world bit of every trial (uniform, as in Algorithm 1, or
   balanced: exactly half in each world, for experiments that count per-world rates).
-- :func:`settings_grid`: the Cartesian product of named parameter axes, in a stable order.
+- :func:`setting_seed`: a grid setting's seed from its own values; :func:`settings_grid`: the
+  Cartesian product of named parameter axes, in a stable order.
 """
 
 from __future__ import annotations

@@ -1,0 +1,1 @@
+"""Registered estimators, one module each (see :mod:`dpaudit.bounds.registry`)."""
