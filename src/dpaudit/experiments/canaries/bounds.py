@@ -98,14 +98,24 @@ def accountant_epsilons(mechanism: Mechanism, delta: float) -> dict[str, float]:
     return epsilons_for_event(mechanism.dp_event(), delta)
 
 
-def summary_scores(canary_tpr: float, population_tpr: float, population_high: float) -> dict[str, float]:
-    """The summary's attack figures: a ratio only where the population-style rate is not 0; a rate of
-    0 is shown with its Clopper–Pearson upper limit instead (a ratio to a floor would be arbitrary)."""
-    scores = {"canary_tpr": canary_tpr, "population_tpr": population_tpr}
+def summary_score_names(tag: str) -> tuple[str, str]:
+    """The summary's two TPR names at the FPR ``tag`` (``0p001``): the most vulnerable canaries' TPR,
+    spelled as every experiment spells a TPR at a fixed FPR, and the population-style (clean) one."""
+    return f"tpr_at_fpr_{tag}", f"population_tpr_at_fpr_{tag}"
+
+
+def summary_scores(
+    tag: str, canary_tpr: float, population_tpr: float, population_high: float
+) -> dict[str, float]:
+    """The summary's attack figures at the FPR ``tag``: a ratio only where the population-style rate is
+    not 0; a rate of 0 is shown with its Clopper–Pearson upper limit instead (a ratio to a floor would
+    be arbitrary)."""
+    canary, population = summary_score_names(tag)
+    scores = {canary: canary_tpr, population: population_tpr}
     if population_tpr > 0:
         scores["ratio"] = canary_tpr / population_tpr
     else:
-        scores["population_tpr_upper"] = population_high
+        scores[f"{population}_upper"] = population_high
     return scores
 
 
@@ -262,7 +272,7 @@ def bounds(config: CanariesConfig, audit: Audit, manifest: TrainManifest) -> Bou
                 epsilon_upper=upper,
                 epsilon_lower=best.value,
                 epsilon_lower_estimator=estimator,
-                scores=summary_scores(picked["canary_tpr"][tag0], first["value"], first["high"]),
+                scores=summary_scores(tag0, picked["canary_tpr"][tag0], first["value"], first["high"]),
                 utility_name="test accuracy",
                 utility=acc,
                 epsilon_lower_assumes=best.assumes,

@@ -9,19 +9,23 @@ defence, and a privacy–utility scatter with DP-SGD as a curve (their Fig. 1 st
 from __future__ import annotations
 
 from dpaudit.experiments.base import BoundsResult, TrainManifest
-from dpaudit.experiments.canaries.bounds import check_level, level_tag
+from dpaudit.experiments.canaries.bounds import check_level, level_tag, summary_score_names
 from dpaudit.experiments.canaries.config import CanariesConfig
 from dpaudit.experiments.canaries.design import DEFENCE_KINDS
 from dpaudit.layout import Audit
 from dpaudit.results import AuditBlocks, ReportSection, annotate, audit_section, percent
 
-#: Scores carried by every summary row (TPR at the lowest FPR level).
-SCORES = {
-    "canary_tpr": "TPR on the most vulnerable canaries",
-    "population_tpr": "TPR population-style (clean records)",
-    "ratio": "canary / population TPR (only where the population TPR is not 0)",
-    "population_tpr_upper": "population TPR's upper limit where 0 was observed",
-}
+
+def summary_scores_declared(level: float) -> dict[str, str]:
+    """Scores carried by every summary row: TPRs at the lowest FPR level ``level``."""
+    canary, population = summary_score_names(level_tag(level))
+    at = percent(level)
+    return {
+        canary: f"TPR at {at} FPR on the most vulnerable canaries",
+        population: f"TPR at {at} FPR population-style (clean records)",
+        "ratio": "canary / population TPR (only where the population TPR is not 0)",
+        f"{population}_upper": "population TPR's upper limit where 0 was observed",
+    }
 
 
 def section(
@@ -149,5 +153,5 @@ def section(
         rows=summary,
         tables=tables,
         figures=figures,
-        scores=SCORES,
+        scores=summary_scores_declared(levels[0]),
     )
