@@ -42,6 +42,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("DPAUDIT_PROGRESS", "0")
@@ -83,6 +84,27 @@ def mnist100() -> tuple[np.ndarray, np.ndarray, str]:
 
 
 # ------------------------------------------------------------------------------------ workloads
+def no_dp_loop(model: models.Model, X: np.ndarray, y: np.ndarray, learning_rate: float) -> Any:
+    """Plain gradient descent with dpaudit's own model functions and no DP (no clipping, no noise),
+    all trials on the trial axis, as a compiled loop ``train(params, steps)``: the batched no-DP
+    floor, which the profiling scripts reuse."""
+    Xt, yt = tf.constant(X), tf.constant(y)
+
+    @tf.function(reduce_retracing=True)
+    def train(params: list[tf.Tensor], steps: tf.Tensor) -> list[tf.Tensor]:
+        def body(i: tf.Tensor, p: list[tf.Tensor]) -> tuple:
+            with tf.GradientTape() as tape:
+                tape.watch(p)
+                logits, _ = model.forward(p, Xt)
+                loss = tf.reduce_sum(tf.reduce_mean(model.example_losses(logits, yt), axis=1))
+            grads = tape.gradient(loss, p)
+            return i + 1, [a - learning_rate * g for a, g in zip(p, grads, strict=True)]
+
+        return tf.while_loop(lambda i, p: i < steps, body, (tf.constant(0), list(params)))[1]
+
+    return train
+
+
 class Workload:
     """One workload: data, model, DP-SGD settings and each method as a callable that trains and
     returns the number of models it trained."""
@@ -175,19 +197,7 @@ class Workload:
     # Batched no-DP floor --------------------------------------------------------------------------
     def floor(self) -> Callable[[], int]:
         model, cfg = self.model, self.cfg
-        X, y = tf.constant(self.X), tf.constant(self.y)
-
-        @tf.function(reduce_retracing=True)
-        def train(params: list[tf.Tensor], steps: tf.Tensor) -> list[tf.Tensor]:
-            def body(i: tf.Tensor, p: list[tf.Tensor]) -> tuple:
-                with tf.GradientTape() as tape:
-                    tape.watch(p)
-                    logits, _ = model.forward(p, X)
-                    loss = tf.reduce_sum(tf.reduce_mean(model.example_losses(logits, y), axis=1))
-                grads = tape.gradient(loss, p)
-                return i + 1, [a - cfg.learning_rate * g for a, g in zip(p, grads, strict=True)]
-
-            return tf.while_loop(lambda i, p: i < steps, body, (tf.constant(0), list(p for p in params)))[1]
+        train = no_dp_loop(model, self.X, self.y, cfg.learning_rate)
 
         def run() -> int:
             params = [tf.constant(p[: self.floor_trials]) for p in self.init]

@@ -37,30 +37,19 @@ import tensorflow as tf
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_side_by_side import mnist100  # noqa: E402
+from bench_side_by_side import mnist100, no_dp_loop  # noqa: E402
 from dpaudit.training import dpsgd, models  # noqa: E402
 from dpaudit.training.dpsgd.cache import _get_step_function  # noqa: E402
 
 CFG = dpsgd.DPSGDConfig(1.0, 1.0, 0.1, 30)
 
 
-def nodp_loop(model: models.Model, X: np.ndarray, y: np.ndarray) -> tf.types.experimental.GenericFunction:
-    """A compiled one-model no-DP training loop of ``CFG.steps`` steps (the model's own forward)."""
-    Xt, yt = tf.constant(X), tf.constant(y)
-
-    @tf.function
-    def train(params: list[tf.Tensor]) -> list[tf.Tensor]:
-        def body(i: tf.Tensor, p: list[tf.Tensor]) -> tuple:
-            with tf.GradientTape() as tape:
-                tape.watch(p)
-                logits, _ = model.forward(p, Xt)
-                loss = tf.reduce_sum(tf.reduce_mean(model.example_losses(logits, yt), axis=1))
-            grads = tape.gradient(loss, p)
-            return i + 1, [a - CFG.learning_rate * g for a, g in zip(p, grads, strict=True)]
-
-        return tf.while_loop(lambda i, p: i < CFG.steps, body, (tf.constant(0), list(params)))[1]
-
-    return train
+def nodp_loop(
+    model: models.Model, X: np.ndarray, y: np.ndarray
+) -> Callable[[list[tf.Tensor]], list[tf.Tensor]]:
+    """The side-by-side benchmark's no-DP loop for one model, ``CFG.steps`` steps."""
+    train, steps = no_dp_loop(model, X, y, CFG.learning_rate), tf.constant(CFG.steps)
+    return lambda params: train(params, steps)
 
 
 def _dp_graph(model: models.Model, X: np.ndarray, y: np.ndarray) -> list[tf.Tensor]:
@@ -81,7 +70,8 @@ def _dp_graph(model: models.Model, X: np.ndarray, y: np.ndarray) -> list[tf.Tens
 
 def _nodp_graph(model: models.Model, X: np.ndarray, y: np.ndarray) -> list[tf.Tensor]:
     """The no-DP loop of :func:`nodp_loop` built into the current graph."""
-    return nodp_loop(model, X, y).python_function([tf.constant(p) for p in model.init(1, 0)])
+    train = no_dp_loop(model, X, y, CFG.learning_rate).python_function
+    return train([tf.constant(p) for p in model.init(1, 0)], tf.constant(CFG.steps))
 
 
 def op_breakdown(

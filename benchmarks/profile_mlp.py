@@ -25,7 +25,7 @@ os.environ.setdefault("DPAUDIT_PROGRESS", "0")
 import numpy as np
 import tensorflow as tf
 
-from bench_side_by_side import ADULT_C, ADULT_LR, ADULT_Z, adult
+from bench_side_by_side import ADULT_C, ADULT_LR, ADULT_Z, adult, no_dp_loop
 from dpaudit.training import dpsgd, models
 from dpaudit.training.dpsgd import cache
 from dpaudit.training.dpsgd.difference import di_observer
@@ -119,25 +119,6 @@ def _source_map(graph: Any) -> dict[str, str]:
     return out
 
 
-def floor_fn(model: models.Model, X: np.ndarray, y: np.ndarray, lr: float) -> Any:
-    """The batched no-DP floor of ``bench_side_by_side.py`` as a tf.function of (params, steps)."""
-    Xt, yt = tf.constant(X), tf.constant(y)
-
-    @tf.function
-    def train(params: list[tf.Tensor], steps: tf.Tensor) -> list[tf.Tensor]:
-        def body(i: tf.Tensor, p: list[tf.Tensor]) -> tuple:
-            with tf.GradientTape() as tape:
-                tape.watch(p)
-                logits, _ = model.forward(p, Xt)
-                loss = tf.reduce_sum(tf.reduce_mean(model.example_losses(logits, yt), axis=1))
-            grads = tape.gradient(loss, p)
-            return i + 1, [a - lr * g for a, g in zip(p, grads, strict=True)]
-
-        return tf.while_loop(lambda i, p: i < steps, body, (tf.constant(0), list(params)))[1]
-
-    return train
-
-
 def table(title: str, columns: dict[str, tuple[dict[str, float], float, int]], top: int) -> None:
     """Print a markdown table: op type → ms per step and share, one pair of columns per run."""
     names = list(columns)
@@ -205,7 +186,7 @@ def main() -> None:
         )
         dp = traced_breakdown(fn, call, 30)
         init = [tf.constant(p) for p in model.init(T, seed=0)]
-        fl = traced_breakdown(floor_fn(model, X[:n], y[:n], ADULT_LR), (init, tf.constant(30)), 30)
+        fl = traced_breakdown(no_dp_loop(model, X[:n], y[:n], ADULT_LR), (init, tf.constant(30)), 30)
         table(
             f"adult full batch, {T} trials, 30 steps",
             {"dpaudit": (*dp, T), "floor": (*fl, T)},

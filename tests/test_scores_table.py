@@ -10,7 +10,7 @@ import pytest
 
 from dpaudit.bounds.audit import audit_score_sets
 from dpaudit.bounds.registry import ESTIMATORS, estimator
-from dpaudit.scores import ScoreSet, read_score_sets, write_score_sets
+from dpaudit.scores import ScoreSet, group_key, parse_group, read_score_sets, write_score_sets
 from dpaudit.table import ResultRow, ResultsTable, headline, headline_metrics
 
 
@@ -32,6 +32,7 @@ def test_score_sets_round_trip(tmp_path):
         mechanism={"type": "GaussianDpEvent", "noise_multiplier": 1.0},
         params={"delta": 1e-5, "sampling_rate": 0.1, "steps": 100},
         arrays={"projections": np.ones((4, 7))},
+        registered=("subsampled_gaussian",),
     )
     write_score_sets(tmp_path / "s.npz", [a, b])
     back = read_score_sets(tmp_path / "s.npz")
@@ -40,6 +41,7 @@ def test_score_sets_round_trip(tmp_path):
     assert back[1].member.tolist() == [True, False, True, False]
     assert back[1].arrays["projections"].shape == (4, 7)
     assert back[1].param("steps") == 100 and back[1].mechanism["noise_multiplier"] == 1.0
+    assert back[0].registered is None and back[1].registered == ("subsampled_gaussian",)
 
 
 @pytest.mark.parametrize(
@@ -148,14 +150,31 @@ def test_registering_an_estimator_is_one_decorator():
 
 def test_pre_registered_bound_keeps_the_whole_level():
     s = _gaussian_set(1.0, 500, 11, assumes="gaussian")
-    s = ScoreSet(
-        s.group, s.scores, s.member, s.estimators, s.assumes, params={"delta": 1e-5, "counted": "gdp"}
-    )
+    s = ScoreSet(s.group, s.scores, s.member, s.estimators, s.assumes, params=s.params, registered=("gdp",))
     table = audit_score_sets([s], confidence=0.95)
     counted = [r for r in table.rows if r.counted]
     assert [r.estimator for r in counted] == ["gdp"] and counted[0].level == pytest.approx(0.95)
-    bad = ScoreSet(
-        s.group, s.scores, s.member, s.estimators, "none", params={"delta": 1e-5, "counted": "gdp"}
-    )
+    bad = ScoreSet(s.group, s.scores, s.member, s.estimators, "none", params=s.params, registered=("gdp",))
     with pytest.raises(ValueError, match="does not guarantee"):
         audit_score_sets([bad], confidence=0.95)
+    evidence = ScoreSet(s.group, s.scores, s.member, s.estimators, s.assumes, params=s.params, registered=())
+    table = audit_score_sets([evidence], confidence=0.95)
+    assert not any(r.counted for r in table.rows) and table.headline().estimator == "none"
+
+
+def test_group_keys_have_one_spelling_and_select_by_part():
+    key = group_key(attack="di", setting="rb0.9")  # order given does not matter
+    assert (
+        key
+        == "setting=rb0.9/attack=di"
+        == ScoreSet({"attack": "di", "setting": "rb0.9"}, [1.0], [1], ("x",)).key
+    )
+    assert parse_group(key) == {"setting": "rb0.9", "attack": "di"} and parse_group("") == {}
+    with pytest.raises(ValueError, match="unknown"):
+        group_key(world="D")
+    rows = [
+        ResultRow(g, "auroc", 0.5, "scores", "rate")
+        for g in (key, "setting=rb0.99/attack=di", "setting=rb0.9")
+    ]
+    assert ResultsTable(rows).groups_where(setting="rb0.9") == [key, "setting=rb0.9"]
+    assert ResultsTable(rows).groups_where(attack="di", setting="rb0.99") == ["setting=rb0.99/attack=di"]

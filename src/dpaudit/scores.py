@@ -14,6 +14,10 @@ them with everything an estimator may rely on and nothing else, in the spirit of
 - ``assumes``: what is *guaranteed* about the mechanism that produced the scores, as a tag of
   :data:`ASSUMES` ("none" for scores of unknown origin: family bounds are then reported but never
   counted in a headline);
+- ``registered``: the bounds pre-registered for a headline before the scores were seen: None (every
+  bound whose assumption ``assumes`` guarantees), a subset by name (e.g. ``("gdp",)``: fewer counted
+  bounds keep more of the level each), or ``()`` for evidence that claims nothing (a simulation, a
+  repeat other than the pre-registered one);
 - ``mechanism``: the audited run's ``DpEvent`` as JSON (:func:`dpaudit.training.manifest`
   ``event_to_json``), when one exists; ``params``: numbers the estimators need (δ, q, T, …);
 - ``arrays``: named per-trial arrays some estimators read besides the scores (e.g. per-step canary
@@ -50,6 +54,20 @@ ASSUMES: dict[str, str] = {
 GROUP_KEYS = ("setting", "threat_model", "canary_type", "defence", "attack", "step")
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+def group_key(**parts: str | None) -> str:
+    """A group in its one canonical spelling, ``name=value`` joined by ``/`` in :data:`GROUP_KEYS`'
+    order (None parts left out), e.g. ``group_key(setting="eps2", threat_model="F")``."""
+    unknown = [k for k in parts if k not in GROUP_KEYS]
+    if unknown:
+        raise ValueError(f"group names {unknown} unknown; use {GROUP_KEYS}")
+    return "/".join(f"{k}={parts[k]}" for k in GROUP_KEYS if parts.get(k) is not None)
+
+
+def parse_group(key: str) -> dict[str, str]:
+    """The ``name → value`` parts of a :func:`group_key` ("" is the whole audit's group)."""
+    return dict(part.split("=", 1) for part in key.split("/")) if key else {}
 _INDEX = "__index__"
 
 
@@ -65,6 +83,7 @@ class ScoreSet:
     mechanism: Mapping[str, Any] | None = None
     params: Mapping[str, float | str] = field(default_factory=dict)
     arrays: Mapping[str, np.ndarray] = field(default_factory=dict)
+    registered: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         scores = np.asarray(self.scores, dtype=np.float64).reshape(-1)
@@ -95,11 +114,13 @@ class ScoreSet:
         object.__setattr__(self, "member", member)
         object.__setattr__(self, "group", {k: str(self.group[k]) for k in GROUP_KEYS if k in self.group})
         object.__setattr__(self, "estimators", tuple(self.estimators))
+        if self.registered is not None:
+            object.__setattr__(self, "registered", tuple(self.registered))
 
     @property
     def key(self) -> str:
         """The group in one canonical spelling, e.g. ``setting=eps2/threat_model=F``."""
-        return "/".join(f"{k}={v}" for k, v in self.group.items())
+        return group_key(**self.group)
 
     @property
     def in_scores(self) -> np.ndarray:
@@ -136,6 +157,7 @@ def write_score_sets(path: str | Path, sets: Sequence[ScoreSet]) -> None:
                 "mechanism": s.mechanism,
                 "params": dict(s.params),
                 "arrays": sorted(s.arrays),
+                "registered": None if s.registered is None else list(s.registered),
             }
         )
     arrays[_INDEX] = np.array(json.dumps(index))
@@ -159,6 +181,7 @@ def read_score_sets(path: str | Path) -> list[ScoreSet]:
                 mechanism=entry["mechanism"],
                 params=entry["params"],
                 arrays={name: f[f"{i}__a__{name}"] for name in entry["arrays"]},
+                registered=entry["registered"],
             )
             for i, entry in enumerate(index)
         ]

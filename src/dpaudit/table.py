@@ -24,7 +24,7 @@ from typing import Any
 import pandas as pd
 
 from dpaudit.io import atomic_path
-from dpaudit.scores import ASSUMES
+from dpaudit.scores import ASSUMES, parse_group
 
 COLUMNS = ("group", "quantity", "value", "low", "high", "level", "assumes", "estimator", "kind", "counted")
 
@@ -142,6 +142,10 @@ class ResultsTable:
 
     def groups(self) -> list[str]:
         return list(dict.fromkeys(r.group for r in self.rows))
+
+    def groups_where(self, **match: str) -> list[str]:
+        """The groups whose parts include every ``name=value`` of ``match`` (:func:`parse_group`)."""
+        return [g for g in self.groups() if match.items() <= parse_group(g).items()]
 
     def headline(self, groups: Sequence[str] | None = None) -> ResultRow:
         """:func:`headline` over the counted bounds of ``groups`` (all groups by default)."""

@@ -12,7 +12,9 @@ from dpaudit.scores import ScoreSet
 DELTA = 1e-5
 
 
-def one_run_set(mu: float, m: int, seed: int, **params: float) -> ScoreSet:
+def one_run_set(
+    mu: float, m: int, seed: int, registered: tuple[str, ...] | None = None, **params: float
+) -> ScoreSet:
     """m candidates, each in with probability ½; its score is N(μ·in, 1): a μ-GDP release per candidate."""
     rng = np.random.default_rng(seed)
     member = rng.random(m) < 0.5
@@ -25,6 +27,7 @@ def one_run_set(mu: float, m: int, seed: int, **params: float) -> ScoreSet:
         ("loss_threshold", "epsilon_star"),
         "one-run",
         params={**base, **params},
+        registered=registered,
     )
 
 
@@ -73,7 +76,7 @@ def test_epsilon_star_on_null_scores_rarely_exceeds_its_null_level() -> None:
 
 
 def test_a_set_not_pre_registered_reports_its_bound_uncounted() -> None:
-    s = one_run_set(3.0, 2000, seed=3, headline=0.0)
+    s = one_run_set(3.0, 2000, seed=3, registered=())
     table = audit_score_sets([s], 0.95)
     bound = table.one("epsilon_lower", s.key, estimator="one_run")
     assert not bound.counted and bound.value > 0 and bound.level == pytest.approx(0.95)

@@ -401,7 +401,7 @@ def test_bounds_outputs_aggregate_repeats_and_flag_findings(tmp_path: Path) -> N
     sets = []
     for m, (name, repeat) in enumerate([("dp-z1", 0), ("dp-z1", 1), ("xgboost", 0), ("xgboost", 1)]):
         sets += model_sets(
-            name, repeat, ce[m], logit[m], member, {**params, "seed": m, "headline": repeat == 0}
+            name, repeat, ce[m], logit[m], member, {**params, "seed": m}, registered=repeat == 0
         )
     audit.attack_dir.mkdir(parents=True)
     write_score_sets(audit.scores_path, sets)

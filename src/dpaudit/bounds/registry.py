@@ -10,7 +10,7 @@ split the level once over everything a headline maximises over. Estimators live 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from dpaudit.scores import ScoreSet
@@ -43,6 +43,22 @@ def estimator(name: str, counted: CountFn) -> Callable[[RowsFn], RowsFn]:
         return fn
 
     return register
+
+
+def pre_registered(s: ScoreSet, allowed: Sequence[str], known: Sequence[str]) -> list[str]:
+    """The bounds of ``s`` an estimator counts: of ``allowed`` (its bounds whose assumption ``s``
+    guarantees), those ``s.registered`` names, or all of them when it names none. ``known`` is every
+    bound the estimator emits: registering one of those that is not allowed is an error, since its
+    assumption is not guaranteed for these scores; names of other estimators' bounds are ignored."""
+    if s.registered is None:
+        return list(allowed)
+    refused = [name for name in s.registered if name in known and name not in allowed]
+    if refused:
+        raise ValueError(
+            f"score set {s.key}: registered bounds {refused} rest on an assumption the set does not "
+            f"guarantee (assumes={s.assumes!r}); allowed: {list(allowed)}"
+        )
+    return [name for name in allowed if name in s.registered]
 
 
 def get_estimator(name: str) -> Estimator:

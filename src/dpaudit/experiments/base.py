@@ -182,9 +182,6 @@ def read_manifest(audit: Audit) -> TrainManifest:
     return TrainManifest.from_json(read_json(audit.manifest_path))
 
 
-#: What a subsampled-Gaussian family bound on a DP-SGD run assumes: it holds because the audited trainer
-#: itself adds that noise with that sampling (by construction), not for scores of unknown origin.
-FAMILY_ASSUMES = "subsampled Gaussian: the audited DP-SGD run's own noise and Poisson sampling"
 
 
 def finite_number(x: float) -> float:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from dpaudit.bounds.auditor import audit_scores
-from dpaudit.bounds.registry import estimator
+from dpaudit.bounds.registry import estimator, pre_registered
 from dpaudit.bounds.tradeoff import SubsampledGaussian
 from dpaudit.scores import ScoreSet
 from dpaudit.table import ResultRow
@@ -37,6 +37,13 @@ def uses_family(s: ScoreSet) -> bool:
     return s.assumes == "subsampled-gaussian" and bool(int(s.params.get("family_bound", 0)))
 
 
+def counted_bounds(s: ScoreSet) -> list[str]:
+    """The assumption-free sweeps and, where the set guarantees the family, its bound, as far as the
+    attack registered them."""
+    allowed = ["sweep_split", "sweep_bonferroni"] + ["subsampled_gaussian"] * uses_family(s)
+    return pre_registered(s, allowed, list(TAGS))
+
+
 def one_per_model(s: ScoreSet) -> np.ndarray:
     """The trials where model m decides canary m mod K."""
     canary, model = s.arrays["canary"], s.arrays["model"]
@@ -49,13 +56,14 @@ def _per_model(s: ScoreSet, counted_level: float, confidence: float) -> list[Res
     if min(member.sum(), (~member).sum()) < MIN_DECISIONS:
         return []
     family = SubsampledGaussian(s.param("sampling_rate"), int(s.param("steps"))) if uses_family(s) else None
+    counted = counted_bounds(s)
     result = audit_scores(
         scores[member], scores[~member], delta=s.param("delta"), confidence=confidence, mechanism=family,
-        fpr_levels=(0.01,), counted_level=counted_level,
+        fpr_levels=(0.01,), headline=counted or None, counted_level=counted_level if counted else None,
     )  # fmt: skip
     return [
         ResultRow(s.key, "epsilon_lower", b.epsilon, f"per_model_{name}", "bound", level=b.confidence,
-                  assumes=TAGS[name], counted=b.counted)
+                  assumes=TAGS[name], counted=name in counted)
         for name, b in result.lower_bounds.items() if b.valid
     ]  # fmt: skip
 
@@ -68,5 +76,5 @@ def _pooled(s: ScoreSet, counted_level: float, confidence: float) -> list[Result
     return [ResultRow(s.key, "epsilon_estimate", result.headline.epsilon, "pooled", "estimate")]
 
 
-estimator("lira_per_model", counted=lambda s: 2 + int(uses_family(s)))(_per_model)
+estimator("lira_per_model", counted=lambda s: len(counted_bounds(s)))(_per_model)
 estimator("lira_pooled", counted=lambda s: 0)(_pooled)

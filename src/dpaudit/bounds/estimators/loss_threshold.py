@@ -6,8 +6,8 @@ drawn independently (``member``); params ``delta``, ``seed``, ``inclusion_probab
 independent runs of the mechanism, so a threshold sweep over them tests this model's split and is
 no bound on the mechanism's ε: it is reported as the estimate ``per_model_test``. The bound is the
 one-run audit (Steinke, Nasr & Jagielski 2023, Thm. 5.2, :data:`dpaudit.references.STEINKE_NASR_JAGIELSKI`),
-valid (tag ``one-run``) when ``inclusion_probability`` is ½ and counted unless the set's param
-``headline`` is 0. Beside it: TPR at 0.1/1/5 %
+valid (tag ``one-run``) when ``inclusion_probability`` is ½ and counted unless the set withholds it
+(``registered=()``). Beside it: TPR at 0.1/1/5 %
 FPR, AUROC and the best-threshold advantage with their intervals, Yeom et al.'s rule (threshold:
 the members' mean loss) as advantage ``yeom``, and Erlingsson et al.'s Prop. 3 at three advantages
 (Yeom's, the naive best threshold's, the validly selected threshold's on its held-out half) as
@@ -23,7 +23,7 @@ import numpy as np
 from dpaudit.attacks.membership import best_threshold_advantage, loss_threshold_attack
 from dpaudit.bounds.auditor import audit_scores
 from dpaudit.bounds.empirical import epsilon_from_advantage
-from dpaudit.bounds.registry import estimator
+from dpaudit.bounds.registry import estimator, pre_registered
 from dpaudit.scores import ScoreSet
 from dpaudit.table import ResultRow, fpr_tag
 
@@ -36,13 +36,13 @@ def one_run_valid(s: ScoreSet) -> bool:
 
 
 def one_run_counted(s: ScoreSet) -> bool:
-    """Valid and pre-registered for the headline (param ``headline`` ≠ 0; default: yes).
+    """Valid and pre-registered for the headline (``s.registered``; default: yes).
 
     An experiment with several models per setting may pre-register one of them: the one-run bound
     has a floor from δ in its p-value (Steinke et al. Thm. 5.2), so splitting the level over many
     models can take every bound to 0 where one model at the full level proves a positive ε.
     """
-    return one_run_valid(s) and float(s.params.get("headline", 1.0)) != 0.0
+    return bool(pre_registered(s, ["one_run"] * one_run_valid(s), ["one_run"]))
 
 
 def _prop3(advantage: float, delta: float) -> float:

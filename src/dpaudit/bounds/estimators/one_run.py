@@ -14,7 +14,7 @@ probability ½ by the audit before training; params ``delta``, ``inclusion_proba
 from __future__ import annotations
 
 from dpaudit.bounds.onerun import OneRunAudit, audit_one_run
-from dpaudit.bounds.registry import estimator
+from dpaudit.bounds.registry import estimator, pre_registered
 from dpaudit.scores import ScoreSet
 from dpaudit.table import ResultRow
 
@@ -25,9 +25,11 @@ PREFIX = "one_run_"
 
 
 def analysis_counted(s: ScoreSet, analysis: str) -> bool:
-    """Whether the headline may count ``analysis`` on ``s``: its assumption is guaranteed for ``s``."""
+    """Whether the headline may count ``analysis`` on ``s``: its assumption is guaranteed for ``s``
+    and the attack registered it."""
     tag = ANALYSIS_ASSUMES[analysis]
-    return tag == "one-run" or s.assumes == tag
+    allowed = [PREFIX + analysis] if tag == "one-run" or s.assumes == tag else []
+    return bool(pre_registered(s, allowed, [PREFIX + analysis]))
 
 
 def one_run_audit(s: ScoreSet, analysis: str, level: float) -> OneRunAudit:

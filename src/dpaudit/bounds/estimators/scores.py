@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from dpaudit.bounds.auditor import ScoresAudit, audit_scores
-from dpaudit.bounds.registry import estimator
+from dpaudit.bounds.registry import estimator, pre_registered
 from dpaudit.bounds.tradeoff import SubsampledGaussian
 from dpaudit.scores import ScoreSet
 from dpaudit.table import ResultRow, fpr_tag
@@ -27,21 +27,10 @@ _SCORE_BOUNDS = {
 
 
 def _counted_score_bounds(s: ScoreSet) -> list[str]:
-    """The bounds a headline may count: those whose assumption the set guarantees, or the subset the
-    attack pre-registered in ``params["counted"]`` (comma-separated; registering fewer bounds keeps
-    more of the level for each, e.g. GDP alone on a full-batch Gaussian mechanism)."""
+    """The bounds a headline may count: those whose assumption the set guarantees, as far as the
+    attack pre-registered them (:func:`dpaudit.bounds.registry.pre_registered`)."""
     allowed = [name for name, tag in _SCORE_BOUNDS.items() if tag in ("none", s.assumes)]
-    registered = s.params.get("counted")
-    if registered is None:
-        return allowed
-    names = [name.strip() for name in str(registered).split(",") if name.strip()]
-    refused = [name for name in names if name not in allowed]
-    if refused or not names:
-        raise ValueError(
-            f"score set {s.key}: counted={registered!r} names bounds whose assumption the set does not "
-            f"guarantee (assumes={s.assumes!r}); allowed: {allowed}"
-        )
-    return names
+    return pre_registered(s, allowed, list(_SCORE_BOUNDS))
 
 
 def _scores_rows(s: ScoreSet, counted_level: float, confidence: float) -> list[ResultRow]:
@@ -57,8 +46,8 @@ def _scores_rows(s: ScoreSet, counted_level: float, confidence: float) -> list[R
         mechanism=mechanism,
         assume_gaussian=s.assumes == "gaussian",
         one_run=s.assumes == "one-run",
-        headline=counted,
-        counted_level=counted_level,
+        headline=counted or None,  # nothing registered: the auditor's default split, nothing counted
+        counted_level=counted_level if counted else None,
         seed=int(s.params.get("seed", 0)),
     )
     rows = []
@@ -74,7 +63,7 @@ def _scores_rows(s: ScoreSet, counted_level: float, confidence: float) -> list[R
                     "bound",
                     level=b.confidence,
                     assumes=tag,
-                    counted=b.counted,
+                    counted=name in counted,
                 )
             )
         else:

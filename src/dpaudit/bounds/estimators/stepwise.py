@@ -5,16 +5,16 @@ trial (Nasr et al. 2021 threat models E/F): the set's arrays ``step_sum`` and ``
 hold Σ_t d_t and Σ_t d_t² per trial over ``steps`` observed steps, or, for a simulation that kept
 only per-world totals, params ``in_count``/``in_total``/``in_total_squares`` and ``out_…``.
 Params: ``delta``, ``sampling_rate``, ``steps``, ``known_baseline`` (1: the canary sits where no
-record's gradient reaches, so world D's per-step mean is 0 by construction) and ``counted`` (0: the
-trials are evidence, not a claim, e.g. a simulation); counted only where the set also declares
-``assumes = "subsampled-gaussian"`` (the family law is guaranteed for its trials). Rows: the bound
+record's gradient reaches, so world D's per-step mean is 0 by construction). Counted only where the
+set declares ``assumes = "subsampled-gaussian"`` (the family law is guaranteed for its trials) and
+does not withhold it (``registered=()`` marks evidence, not a claim, e.g. a simulation). Rows: the bound
 (tag ``subsampled-gaussian``) and its point estimate ε(σ̂/Δ̂).
 """
 
 from __future__ import annotations
 
 from dpaudit.bounds.estimators.threshold_family import family
-from dpaudit.bounds.registry import estimator
+from dpaudit.bounds.registry import estimator, pre_registered
 from dpaudit.bounds.stepwise import StepMoments, stepwise_family_bound
 from dpaudit.scores import ScoreSet
 from dpaudit.table import ResultRow
@@ -57,8 +57,9 @@ def _rows(s: ScoreSet, counted_level: float, confidence: float) -> list[ResultRo
 
 
 def _counted(s: ScoreSet) -> int:
-    """1 when the set is a claim (``counted``) whose family law is guaranteed (``assumes``)."""
-    return int(bool(int(s.param("counted"))) and s.assumes == "subsampled-gaussian")
+    """1 when the family law is guaranteed (``assumes``) and the attack registered the bound."""
+    allowed = [NAME] if s.assumes == "subsampled-gaussian" else []
+    return len(pre_registered(s, allowed, [NAME]))
 
 
 estimator(NAME, counted=_counted)(_rows)

@@ -2,7 +2,7 @@
 
 For score sets of a DP-SGD run whose mechanism is the Poisson-subsampled Gaussian of rate
 ``sampling_rate`` over ``steps`` steps (params; ``selection`` = the pre-registered sweep, ``split``
-or ``bonferroni``; ``counted`` = 0 for sets that are evidence, not a claim, e.g. a simulation). Rows:
+or ``bonferroni``; ``registered=()`` for sets that are evidence, not a claim, e.g. a simulation). Rows:
 
 - the two assumption-free sweeps (Nasr et al. 2021 Eqs. 4–5; only ``sweep_<selection>`` counted),
   the family bound (one threshold's (α_U, β_U) through the family's trade-off curve, counted,
@@ -18,7 +18,7 @@ from __future__ import annotations
 from dpaudit.bounds.auditor import audit_scores
 from dpaudit.bounds.empirical import epsilon_lower_from_scores
 from dpaudit.bounds.estimators.scores import strength_rows
-from dpaudit.bounds.registry import estimator
+from dpaudit.bounds.registry import estimator, pre_registered
 from dpaudit.bounds.tradeoff import SubsampledGaussian
 from dpaudit.scores import ScoreSet
 from dpaudit.table import ResultRow
@@ -43,12 +43,12 @@ def family(sampling_rate: float, steps: int) -> SubsampledGaussian:
 
 
 def counted_bounds(s: ScoreSet) -> list[str]:
-    """The bounds of ``s`` a headline may maximise over (pre-registered, before the data)."""
-    if not int(s.param("counted")):
-        return []
+    """The bounds of ``s`` a headline may maximise over: the selected sweep, the family bound where
+    the set guarantees the family, the literal test's sweep, as far as the attack pre-registered them."""
     names = [f"sweep_{s.params['selection']}"]
     names += ["subsampled_gaussian"] * (s.assumes == "subsampled-gaussian")
-    return [*names, "literal_sweep"] if "literal" in s.arrays else names
+    names += ["literal_sweep"] * ("literal" in s.arrays)
+    return pre_registered(s, names, [*TAGS, "literal_sweep"])
 
 
 def _rows(s: ScoreSet, counted_level: float, confidence: float) -> list[ResultRow]:

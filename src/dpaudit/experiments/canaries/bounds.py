@@ -36,7 +36,7 @@ from dpaudit.experiments.canaries.config import CANARY_TYPES, CanariesConfig
 from dpaudit.experiments.canaries.design import DEFENCE_KINDS
 from dpaudit.layout import Audit
 from dpaudit.results import SummaryRow
-from dpaudit.scores import ScoreSet, read_score_sets
+from dpaudit.scores import ScoreSet, group_key, read_score_sets
 from dpaudit.table import NO_BOUND, ResultRow, ResultsTable, fpr_tag, headline_metrics
 
 ACCOUNTANT_ORDER = ("naive", "advanced", "rdp", "pld")
@@ -122,8 +122,7 @@ def summary_scores(
 def key(defence: str, attack: str | None = None, canary_type: str | None = None) -> str:
     """The table group of a defence (its accountants and utility) or of one of its score sets
     (:attr:`dpaudit.scores.ScoreSet.key`'s order)."""
-    parts = {"canary_type": canary_type, "defence": defence, "attack": attack}
-    return "/".join(f"{k}={v}" for k, v in parts.items() if v)
+    return group_key(canary_type=canary_type, defence=defence, attack=attack)
 
 
 def audit_table(sets: list[ScoreSet], confidence: float) -> ResultsTable:
@@ -198,7 +197,7 @@ def select_defence(
     vulnerable = [t for t in present if t != "clean"]
     worst = max(vulnerable, key=strength) if vulnerable else "clean"
     bounded = [CANARY_TYPES[t] for t in bound_types(np.array([CANARY_TYPES.index(t) for t in present]))]
-    best = table.headline([g for g in table.groups() if f"defence={name}" in g.split("/") and g != key(name)])
+    best = table.headline(table.groups_where(defence=name))
     pooled = table.select("epsilon_estimate", key(name, own, max(bounded, key=strength)), estimator="pooled")
     attacks = sorted({s.group["attack"] for s in sets if s.group["defence"] == name})
     return {
@@ -304,7 +303,7 @@ def bounds(config: CanariesConfig, audit: Audit, manifest: TrainManifest) -> Bou
 def _headlines(table: ResultsTable, info: dict[str, Any]) -> list[tuple[str, ResultRow]]:
     """Each defence's headline (joint over its counted per-model bounds)."""
     return [
-        (n, table.headline([g for g in table.groups() if f"defence={n}" in g.split("/") and g != key(n)]))
+        (n, table.headline(table.groups_where(defence=n)))
         for n in info
     ]
 

@@ -32,7 +32,7 @@ from dpaudit.experiments.identifiability.config import IdentifiabilityConfig
 from dpaudit.experiments.identifiability.design import CANDIDATES_FILE, Setting, manifest_settings
 from dpaudit.layout import Audit
 from dpaudit.results import SummaryRow
-from dpaudit.scores import ScoreSet, read_score_sets
+from dpaudit.scores import ScoreSet, group_key, read_score_sets
 from dpaudit.table import ResultRow
 
 #: The threshold sweeps reported beside the GDP bound (both assume nothing).
@@ -41,12 +41,12 @@ SWEEPS = ("sweep_split", "sweep_bonferroni")
 
 def setting_key(st: Setting) -> str:
     """The results-table group of a setting's own rows (accountants, ρβ, ρα, utility)."""
-    return f"setting={st.file}"
+    return group_key(setting=st.file)
 
 
 def adversary_key(st: Setting, attack: str) -> str:
     """The results-table group of one adversary's score set in a setting (``attack``: di, mi)."""
-    return f"{setting_key(st)}/attack={attack}"
+    return group_key(setting=st.file, attack=attack)
 
 
 def rho_alpha_rdp_for(noise_multiplier: float, steps: int, delta: float) -> float:

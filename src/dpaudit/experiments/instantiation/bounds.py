@@ -41,7 +41,7 @@ from dpaudit.experiments.instantiation.design.registry import ORDER, REGISTRY
 from dpaudit.experiments.instantiation.design.registry import strongest as strongest_of
 from dpaudit.layout import Audit
 from dpaudit.results import SummaryRow
-from dpaudit.scores import ScoreSet, read_score_sets
+from dpaudit.scores import ScoreSet, group_key, parse_group, read_score_sets
 from dpaudit.table import ResultRow, ResultsTable, headline_metrics
 
 SCORES = {"epsilon_lower_ratio": "ε_LB / ε_PLD (headline)"}
@@ -50,11 +50,12 @@ FAMILY_ESTIMATORS = ("subsampled_gaussian", "stepwise_family")
 
 
 def _prefix(setting: str, threat_model: str | None = None) -> str:
-    return f"setting={setting}" + (f"/threat_model={threat_model}" if threat_model else "")
+    return group_key(setting=setting, threat_model=threat_model)
 
 
 def _in(group: str, prefix: str) -> bool:
-    return (group == prefix or group.startswith(prefix + "/")) and f"attack={SIMULATION}" not in group
+    parts = parse_group(group)
+    return parse_group(prefix).items() <= parts.items() and parts.get("attack") != SIMULATION
 
 
 def _largest(table: ResultsTable, prefix: str, quantity: str, estimators: tuple[str, ...],
@@ -157,7 +158,7 @@ def bounds(config: InstantiationConfig, audit: Audit, manifest: TrainManifest) -
         trials_per_second[cell.file] = trials / seconds if seconds > 0 else 0.0
     counted_above = [
         r for r in table.rows if r.counted and r.value > table.one(
-            "epsilon_upper", r.group.split("/")[0], estimator="pld").value + 1e-9
+            "epsilon_upper", _prefix(parse_group(r.group)["setting"]), estimator="pld").value + 1e-9
     ]  # fmt: skip
     targets = [float(e) for e in manifest.facts["target_epsilons"]]
     fig_eps = min(targets, key=lambda e: abs(math.log(e / bp.figure_epsilon)))
@@ -188,7 +189,7 @@ def bounds(config: InstantiationConfig, audit: Audit, manifest: TrainManifest) -
                      default=None)  # fmt: skip
         upper = {r.estimator: r.value for r in table.select("epsilon_upper", _prefix(key))}
         z = float(manifest.mechanisms[key].noise_multiplier or 0.0)
-        tm = winner.group.split("/")[1].removeprefix("threat_model=") if winner else None
+        tm = parse_group(winner.group)["threat_model"] if winner else None
         summary.append(
             SummaryRow(
                 setting=f"ε={eps:g} (z={z:.3g})",

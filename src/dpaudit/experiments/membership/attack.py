@@ -34,8 +34,10 @@ def model_sets(
     logit: np.ndarray,
     member: np.ndarray,
     params: dict[str, float | str],
+    registered: bool = True,
 ) -> list[ScoreSet]:
-    """One model's two score sets: negated cross-entropy and negated logit losses of the candidates."""
+    """One model's two score sets: negated cross-entropy and negated logit losses of the candidates;
+    ``registered``: whether this model's bound is pre-registered for the strategy's headline."""
     one_run = float(params["inclusion_probability"]) == 0.5
     return [
         ScoreSet(
@@ -45,6 +47,7 @@ def model_sets(
             ("loss_threshold",),
             "one-run" if one_run else "none",
             params=params,
+            registered=None if registered else (),
         ),
         ScoreSet(
             {"setting": strategy, "attack": f"logit-{repeat}"},
@@ -76,7 +79,7 @@ def attack(config: MembershipConfig, audit: Audit, manifest: TrainManifest, out_
         strategy, repeat = names[int(losses["model_strategy"][m])], int(losses["model_repeat"][m])
         # The first repeat's one-run bound is the strategy's pre-registered headline (see
         # dpaudit.bounds.estimators.loss_threshold); the others are reported beside it.
-        params["headline"] = float(repeat == 0)
-        sets += model_sets(strategy, repeat, losses["ce"][m], losses["logit"][m], masks[m], params)
+        ce, logit = losses["ce"][m], losses["logit"][m]
+        sets += model_sets(strategy, repeat, ce, logit, masks[m], params, registered=repeat == 0)
     # out_dir replaces audit.attack_dir whole when the stage succeeds: the file lands at scores_path.
     write_score_sets(Path(out_dir) / audit.scores_path.name, sets)

@@ -45,7 +45,7 @@ from dpaudit.experiments.membership.config import MembershipConfig
 from dpaudit.experiments.membership.design import STRATEGY_KINDS, Strategy, manifest_strategies
 from dpaudit.layout import Audit
 from dpaudit.results import SummaryRow
-from dpaudit.scores import read_score_sets
+from dpaudit.scores import group_key, read_score_sets
 from dpaudit.table import ResultRow, ResultsTable, fpr_tag
 
 ACCOUNTANT_ORDER = ("naive", "advanced", "rdp", "pld")
@@ -73,19 +73,16 @@ INTERVAL_FIELDS = {
     "auroc_attack": ("auroc_attack_low", "auroc_attack_high"),
     "epsilon_star_parametric": ("epsilon_star_spread_low", "epsilon_star_spread_high"),
 }
-#: The estimator label of the valid lower bound on the mechanism.
-ONE_RUN = "one_run"
-ONE_RUN_ASSUMES = "one-run"
 
 
 def model_key(strategy: str, kind: str, repeat: int) -> str:
     """The results-table group of one model's score set (``kind``: loss, logit)."""
-    return f"setting={strategy}/attack={kind}-{repeat}"
+    return group_key(setting=strategy, attack=f"{kind}-{repeat}")
 
 
 def strategy_key(strategy: str) -> str:
     """The results-table group of a strategy's own rows (accountants, utility)."""
-    return f"setting={strategy}"
+    return group_key(setting=strategy)
 
 
 def model_columns(

@@ -39,7 +39,7 @@ from dpaudit.experiments.base import BoundsResult, TrainManifest, finite_number
 from dpaudit.experiments.target.config import DeclaredTraining, TargetConfig
 from dpaudit.layout import Audit
 from dpaudit.results import SummaryRow
-from dpaudit.scores import read_score_sets
+from dpaudit.scores import group_key, read_score_sets
 from dpaudit.table import ResultRow, ResultsTable
 
 #: The attacks in a fixed order; the headline row is the first (offline LiRA, chosen before the
@@ -57,7 +57,7 @@ def _roc(scores: np.ndarray, is_member: np.ndarray, attack: str) -> pd.DataFrame
 def evidence_of(table: ResultsTable, attack: str) -> dict[str, float]:
     """The ``rates`` rows of one attack as ``{quantity: value, quantity_low: …, quantity_high: …}``."""
     out: dict[str, float] = {}
-    for row in table.select(group=f"attack={attack}"):
+    for row in table.select(group=group_key(attack=attack)):
         if row.estimator in ("threshold", "scores"):
             out[row.quantity] = finite_number(row.value)
             out[f"{row.quantity}_low"] = finite_number(row.low)

@@ -27,7 +27,6 @@ from dpaudit.io import write_npz
 from dpaudit.training.defences import DefenceKind, defence_kinds
 
 __all__ = [
-    "ATTACK_FILE",
     "DEFENCE_KINDS",
     "DESIGN_FILE",
     "AuditSet",
@@ -41,7 +40,6 @@ __all__ = [
 ]
 
 DESIGN_FILE = "design.npz"
-ATTACK_FILE = "scores.npz"
 
 
 @dataclass(frozen=True)

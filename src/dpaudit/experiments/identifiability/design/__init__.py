@@ -43,10 +43,6 @@ class Setting:
     def file(self) -> str:
         return f"rb{self.rho_beta:g}_{self.key}"
 
-    @property
-    def rho_key(self) -> str:
-        return f"rho_beta_{self.rho_beta:g}"
-
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 

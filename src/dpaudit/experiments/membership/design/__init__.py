@@ -29,7 +29,6 @@ from dpaudit.experiments.membership.config import (
 from dpaudit.training.defences import DefenceKind, defence_kinds
 
 __all__ = [
-    "ATTACK_FILE",
     "SPLITS",
     "STRATEGY_KINDS",
     "Splits",
@@ -42,9 +41,8 @@ __all__ = [
     "steps_for_epochs",
 ]
 
-#: The train stage's member splits and the attack stage's per-model numbers.
+#: The train stage's member splits.
 SPLITS = "splits.npz"
-ATTACK_FILE = "attack.npz"
 
 #: The kinds of strategy (the ``kind`` of :class:`Strategy`) and how the stages treat each one.
 STRATEGY_KINDS = defence_kinds(

@@ -30,7 +30,6 @@ from dpaudit.data.worlds import seed_from_text
 
 __all__ = [
     "RUN_FILE",
-    "SCORES_FILE",
     "analysis_counts",
     "canary_coordinates",
     "clip_canaries",
@@ -41,8 +40,6 @@ __all__ = [
 
 #: The train stage's one run: inclusion bits, canary coordinates, θ_0 and θ_T at them, final weights.
 RUN_FILE = "run.npz"
-#: The attack stage's output: one score per canary and its inclusion bit.
-SCORES_FILE = "scores.npz"
 
 
 def setting_seed(values: Mapping[str, Any]) -> int:
