@@ -8,9 +8,9 @@ the same model, and break both compiled loops down by op.
 - ``--ops``: per op type and per node, the time of one compiled call of 30 steps of each loop from
   ``RunMetadata`` step stats (a TF1 session on the same graph), each node's median execution times
   its count, so that preemption on a loaded machine does not dominate; ``--threads 1`` makes the
-  sums CPU work. Which ``MaxPoolGrad`` nodes oneDNN's graph pass rewrites to its own kernel (≈ 0.2
-  ms a step for the first pooling layer, against 2–6 ms for TensorFlow's) differs from one process
-  to the next with the same code, so compare several runs.
+  sums CPU work. Both loops run each step as its own function, so oneDNN's graph pass rewrites
+  every ``MaxPoolGrad`` to its own kernel: ≈ 0.1 ms a step each, against 1–3 ms for TensorFlow's
+  kernel, which an inlined loop body drew in some processes.
 
 Usage::
 
@@ -104,7 +104,9 @@ def op_breakdown(
                 runs[name].append(ns.op_end_rel_micros - ns.op_start_rel_micros)
                 label = ns.timeline_label.split("=")[-1].split("(")[0].strip()
                 kinds[name] = ops.get(name) or label or name
-    by_node = {n: statistics.median(v) * len(v) / len(metas) for n, v in runs.items()}
+    # A step run as its own function appears as a call node besides its ops: count the ops only.
+    calls = {n for n, k in kinds.items() if k in ("PartitionedCall", "StatefulPartitionedCall")}
+    by_node = {n: statistics.median(v) * len(v) / len(metas) for n, v in runs.items() if n not in calls}
     by_type: dict[str, float] = collections.defaultdict(float)
     for name, us in by_node.items():
         by_type[kinds[name]] += us

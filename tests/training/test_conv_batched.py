@@ -12,6 +12,7 @@ import tensorflow as tf
 
 from dpaudit.training import dpsgd, models, models_conv
 from dpaudit.training.dpsgd import cache as dpsgd_cache
+from dpaudit.training.dpsgd import step as dpsgd_step
 
 #: Patch matmul vs native convolution, or one chunk vs another: the same sums in another order
 #: (float32 rounding only).
@@ -110,3 +111,39 @@ def test_per_example_kernel_gradients_of_per_trial_inputs_are_exact() -> None:
                 total = tf.reduce_sum(z * up[t, n : n + 1])
             np.testing.assert_allclose(kernel[t, n], tape.gradient(total, Wt), rtol=1e-5, atol=1e-5)
             np.testing.assert_allclose(bias[t, n], up[t, n].sum(axis=(0, 1)), rtol=1e-5, atol=1e-5)
+
+
+def test_pooling_models_step_as_their_own_function_with_the_same_bits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A model with max pooling runs each step as its own (not inlined) function, which makes
+    oneDNN pick its fast pooling gradient in every process; training gives the same bits as the
+    step inlined into the loop (noise on, Poisson batches off). MLP steps stay inlined."""
+    model, X, y, p0 = problem(2)
+    cfg = dpsgd.DPSGDConfig(1.0, 1.0, 0.3, 3)
+    mask = np.ones((2, len(X)), bool)
+
+    def run() -> list[np.ndarray]:
+        dpsgd_cache._CACHE.clear()
+        try:
+            result = dpsgd.train_trials(model, X, y, mask, cfg, seed=2, init_params=p0, strategy="single")
+            steps = list(dpsgd_cache._CACHE.values())
+        finally:
+            dpsgd_cache._CACHE.clear()
+        assert steps and all(s.step_as_function == inlined_expected for s in steps)
+        return result.params
+
+    inlined_expected = True
+    own = run()
+    monkeypatch.setattr(dpsgd_step, "MaxPool", type("NoPooling", (), {}))
+    inlined_expected = False
+    inlined = run()
+    for a, b, c in zip(own, inlined, p0, strict=True):
+        np.testing.assert_array_equal(a, b)
+        assert np.abs(a - c).max() > 1e-3
+    mlp = models.mlp("m", 4, 2, (3,))
+    step = dpsgd_cache._get_step_function(
+        mlp, cfg, 1, tracked_rows=(), has_difference=False, observers={}, jit_compile=False,
+        injected=None, injector=None, gathered=False, released=None,
+    )  # fmt: skip
+    assert not step.step_as_function

@@ -8,6 +8,7 @@ import pytest
 import tensorflow as tf
 
 from dpaudit.training import dpsgd, models
+from dpaudit.training.dpsgd import cache as dpsgd_cache
 from dpaudit.training.dpsgd.cache import _get_step_function
 
 
@@ -211,3 +212,27 @@ def test_one_trace_serves_calls_with_other_seeds_and_sizes() -> None:
             model, X[:n], y[:n], np.ones((4, n), bool), cfg, seed=seed, observers=obs_n, chunk_size=4
         )
     assert fn.experimental_get_tracing_count() <= traces + 1  # at most one relaxation of N
+
+
+def test_models_of_one_structure_share_a_compiled_step_and_the_cache_is_bounded() -> None:
+    """An audit that rebuilds its model (every stage, every rung of a ladder) reuses the compiled
+    step of an equal model, and the cache keeps at most ``_CACHE_SIZE`` steps however many
+    distinct ones a long run asks for (each holds a graph: ≈ 20–40 MB)."""
+    model, X, y = small_problem(20)
+    twin = models.mlp("another name", 4, 2, (3,))
+    assert twin.structure == model.structure and twin is not model
+    cfg = dpsgd.DPSGDConfig(1.0, 1.0, 0.1, 2)
+    kw = dict(
+        tracked_rows=(), has_difference=False, observers={}, jit_compile=False, injected=None,
+        injector=None, gathered=False, released=None,
+    )  # fmt: skip
+    dpsgd_cache._CACHE.clear()
+    try:
+        assert _get_step_function(model, cfg, 4, **kw) is _get_step_function(twin, cfg, 4, **kw)
+        wider = models.mlp("m", 4, 2, (4,))
+        assert _get_step_function(wider, cfg, 4, **kw) is not _get_step_function(model, cfg, 4, **kw)
+        for chunk in range(1, 3 * dpsgd_cache._CACHE_SIZE):
+            _get_step_function(model, cfg, chunk, **kw)
+        assert len(dpsgd_cache._CACHE) == dpsgd_cache._CACHE_SIZE
+    finally:
+        dpsgd_cache._CACHE.clear()

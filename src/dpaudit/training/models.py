@@ -165,6 +165,12 @@ class Model:
         self._in_shapes = tuple(in_shapes)
 
     @property
+    def structure(self) -> tuple:
+        """What the model computes, without its name: input shape, classes and layers. Two models
+        with the same structure share compiled training steps."""
+        return (self.input_shape, self.num_classes, self.layers)
+
+    @property
     def num_params(self) -> int:
         return sum(math.prod(s) for s in self.param_shapes)
 

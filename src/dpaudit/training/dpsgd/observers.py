@@ -104,7 +104,7 @@ def privatized_sum_observer(coordinates: Sequence[int]) -> Observer:
     K flat coordinates of the parameter vector (parameters flattened in order and concatenated),
     every step — the view of Nasr et al.'s Protocol 4 at the canary coordinates (§IV-E/F), without
     keeping weight or gradient histories."""
-    coords = [int(c) for c in coordinates]
+    coords = tuple(int(c) for c in coordinates)
     if any(c < 0 for c in coords):
         raise ValueError("coordinates must be non-negative flat indices")
 
