@@ -20,8 +20,8 @@ Workloads (the headline bound of each audit, as its report states it):
    as population, ``DPAUDIT_DATA_MIRROR`` or ``/work/shared/datasets``). Crafter 4 puts the canary on
    the coordinates the malicious dataset updates least, first-layer convolution weights on this CNN;
    the trainer releases the privatized sums at those coordinates only (``train_trials(released=...)``
-   on convolution entries), in its default layout for a CNN on CPU with small batches (a few trials a
-   chunk).
+   on convolution entries): with learning rate 0 and one θ shared by every trial, the rows' gradients
+   there are computed once per chunk of up to 1024 trials, and a step evaluates no model.
 
     python benchmarks/bench_time_to_proof.py [--quick] [--out results.json]
 

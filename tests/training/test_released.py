@@ -54,6 +54,37 @@ def test_released_sums_equal_a_full_step_at_zero_noise(q: float) -> None:
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize("q", [1.0, 0.3])
+def test_released_sums_with_a_different_theta_per_trial(q: float) -> None:
+    """Trials that start from different θ (the seeded initialisation, or distinct init_params) each
+    get their own rows' invariant gradients: their released sums equal a full step's at zero noise,
+    and they differ between trials, unlike trials sharing one θ."""
+    model, X, y, _ = problem()
+    T = 5
+    init = model.init(T, seed=11)
+    coords = [0, 7, 30, model.num_params - 2]
+    cfg = dpsgd.DPSGDConfig(1.0, 0.0, 0.0, 4, sampling_rate=q)
+    mask = np.ones((T, len(X)), bool)
+    assert dpsgd.chunk_layout(model, mask, cfg, released=coords, init_params=init)[0] == T
+    kw = {"init_params": init, "observers": {"s": privatized_sum_observer(coords)}, "seed": 6}
+    full = dpsgd.train_trials(model, X, y, mask, cfg, **kw)
+    released = dpsgd.train_trials(model, X, y, mask, cfg, released=coords, **kw)
+    np.testing.assert_allclose(released.records["s"], full.records["s"], atol=1e-6)
+    first = released.records["s"][:, 0]
+    assert np.abs(first[1:] - first[:1]).max() > 1e-3
+
+
+def test_released_chunks_are_large_when_trials_share_theta() -> None:
+    """A released step evaluates no model when every trial starts from the same θ, so the "auto"
+    strategy batches many trials a chunk (a CNN too, which otherwise trains 1–4 a chunk on CPU)."""
+    cnn = models.cnn("c", (10, 10, 1), 2, [2, 3])
+    shared = [np.repeat(p, 3000, axis=0) for p in cnn.init(1, 0)]
+    mask = np.ones((3000, 50), bool)
+    cfg = dpsgd.DPSGDConfig(1.0, 1.0, 0.0, 4, sampling_rate=0.1)
+    assert dpsgd.chunk_layout(cnn, mask, cfg, released=[0], init_params=shared) == (1000, 3)
+    assert dpsgd.chunk_layout(cnn, mask, cfg, init_params=shared)[0] <= 4
+
+
 def test_released_noise_is_gaussian_with_sigma() -> None:
     """Released minus noiseless sums are N(0, σ²), σ = z·C: mean within 4 s.e., variance within
     4 s.e. of σ² (4000 draws), and independent across coordinates (correlation within 4 s.e.)."""

@@ -52,8 +52,10 @@ def test_released_sums_at_conv_coordinates_equal_the_full_step(q: float, strateg
     }
     cfg = dpsgd.DPSGDConfig(1.0, 0.0, 0.0, 4, sampling_rate=q)
     mask = np.ones((T, len(X)), bool)
-    full = dpsgd.train_trials(model, X, y, mask, cfg, seed=3, **kw)
     released = dpsgd.train_trials(model, X, y, mask, cfg, seed=3, released=coords, **kw)
+    # the same chunks (hence the same batch draws) for the full step as the released run used
+    size, _ = dpsgd.chunk_layout(model, mask, cfg, strategy=strategy, released=coords, init_params=init)
+    full = dpsgd.train_trials(model, X, y, mask, cfg, seed=3, chunk_size=size, **kw)
     s = full.records["s"]
     assert s.shape == (T, 4, len(coords))
     assert (np.abs(s[..., :7]) > 1e-4).mean() > 0.8  # conv entries carry data gradient (and canary)

@@ -68,6 +68,7 @@ def _get_step_function(model: Model, cfg: DPSGDConfig, chunk: int, **kw: Any) ->
         None if kw["injector"] is None else _callable_key(kw["injector"]),
         kw["gathered"],
         kw.get("released"),
+        kw.get("shared_params", False),
     )
     fn = _CACHE.get(key)
     if fn is None:

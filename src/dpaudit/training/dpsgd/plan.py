@@ -94,6 +94,22 @@ def default_chunk_size(
     return max(1, min(max(16, by_cache), by_memory))
 
 
+#: Largest chunk for released coordinates (learning rate 0) when every trial starts from the same
+#: θ: a step then evaluates no model at all (the rows' released gradients are loop invariants, see
+#: :class:`~dpaudit.training.dpsgd.step._ReleasedRows`), only a batch draw, a gather and a weighted
+#: sum, so op dispatch is the cost and large chunks amortise it.
+RELEASED_CHUNK = 1024
+
+
+def released_chunk_size(model: Model, num_examples: int, shared_params: bool) -> int:
+    """Trials per chunk for released coordinates: ``RELEASED_CHUNK`` (at most ≈ 2·10⁶ batch draws a
+    step) when every trial starts from the same θ (one trial's pass over the ``num_examples`` rows
+    serves the chunk), else the memory budget of one pass over all rows for every trial."""
+    if shared_params:
+        return max(16, min(RELEASED_CHUNK, int(2e6 // max(num_examples, 1))))
+    return default_chunk_size(model, num_examples)
+
+
 def poisson_batch_bound(size: int, q: float) -> int:
     """A padded batch size that a Binomial(size, q) batch exceeds with probability < 1e-6 (mean +
     5 sd + 2): the memory budget of gathered batches is planned with it. The batch itself is never
@@ -118,7 +134,7 @@ def _released_plan(model: Model, released: Sequence[int]) -> _ReleasedPlan:
     """Map flat parameter coordinates (parameters flattened in order and concatenated) onto dense
     layers' kernel entries (i, o) and bias entries o, and convolutions' kernel entries (their flat
     position in the Keras-layout kernel) and bias entries o (see
-    :meth:`_StepFunction.clip_and_sum_released`)."""
+    :meth:`_StepFunction.released_rows`)."""
     trainable = [layer for layer in model.layers if isinstance(layer, Dense | Conv2D)]
     offsets = np.cumsum([0, *(math.prod(s) for s in model.param_shapes)])
     groups: dict[tuple[int, str], list[tuple[int, int, int]]] = {}
@@ -168,11 +184,17 @@ def _layout(
     chunk_size: int | None,
     strategy: Strategy | StrategyName,
     batching: Batching,
+    released: bool = False,
+    shared_params: bool = False,
 ) -> tuple[int, int, bool]:
-    """Chunk size, number of chunks and whether Poisson batches are gathered (see :func:`train_trials`)."""
+    """Chunk size, number of chunks and whether Poisson batches are gathered (see :func:`train_trials`).
+    ``released`` (learning rate 0, released coordinates) with the "auto" strategy batches trials by
+    :func:`released_chunk_size`; ``shared_params``: every trial starts from the same θ."""
     T = len(mask)
     if isinstance(strategy, str):
-        if strategy == "auto":
+        if strategy == "auto" and released:
+            strat = Strategy("trials", released_chunk_size(model, mask.shape[1], shared_params))
+        elif strategy == "auto":
             strat = select_strategy(model, rows_per_step=_rows_per_step(mask, cfg, batching)[0])
         elif strategy in ("trials", "groups", "single"):
             strat = Strategy(strategy, {"trials": None, "groups": 8, "single": 1}[strategy])
@@ -195,8 +217,21 @@ def chunk_layout(
     chunk_size: int | None = None,
     strategy: Strategy | StrategyName = "auto",
     batching: Batching = "auto",
+    released: Sequence[int] | None = None,
+    init_params: Sequence[np.ndarray] | None = None,
 ) -> tuple[int, int]:
     """``(trials per chunk, number of chunks)`` that :func:`train_trials` uses for these arguments;
     chunk ``c`` holds trials ``c·size … min(T, (c+1)·size) − 1``."""
-    size, num_chunks, _ = _layout(model, np.asarray(member_mask), cfg, chunk_size, strategy, batching)
+    size, num_chunks, _ = _layout(
+        model, np.asarray(member_mask), cfg, chunk_size, strategy, batching,
+        released=released is not None, shared_params=same_params(init_params),
+    )  # fmt: skip
     return size, num_chunks
+
+
+def same_params(init_params: Sequence[np.ndarray] | None) -> bool:
+    """Whether given initial parameters (list of ``[T, ...]``) are the same for every trial (None:
+    the seeded initialisation, which differs per trial)."""
+    if init_params is None:
+        return False
+    return all(np.array_equal(np.broadcast_to(p[:1], np.shape(p)), p) for p in map(np.asarray, init_params))

@@ -14,7 +14,7 @@ import tensorflow as tf
 from dpaudit.training.dpsgd.config import DPSGDConfig
 from dpaudit.training.dpsgd.observers import Injector, Observer, StepState, _Lazy
 from dpaudit.training.dpsgd.plan import _released_plan
-from dpaudit.training.layer_ops import RowStats, shared_rows
+from dpaudit.training.layer_ops import RowStats, _blocks, shared_rows
 from dpaudit.training.models import Dense, MaxPool, Model
 
 
@@ -65,6 +65,28 @@ class _Pass:
     norms: tf.Tensor
 
 
+def _pad_rows(X: tf.Tensor, y: tf.Tensor, member_mask: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """The examples padded with zero rows (label 0, in no trial's set) to whole blocks of
+    :func:`~dpaudit.training.layer_ops.contract_examples`. A padded row's clip weight is 0, so its
+    products in every sum are exact zeros: the sums keep their bits."""
+    _, _, pad = _blocks(tf.shape(X)[0])
+    rank = len(X.shape)
+    X = tf.pad(X, [[0, pad]] + [[0, 0]] * (rank - 1))
+    return X, tf.pad(y, [[0, pad]]), tf.pad(member_mask, [[0, 0], [0, pad]])
+
+
+@dataclass
+class _ReleasedRows:
+    """Loop invariants of a step with released coordinates: with learning rate 0 θ never moves, so
+    each row's per-example gradient at the K released coordinates ``values`` [S, N, K], its full
+    gradient norm ``norms`` [S, N] and its loss ``losses`` [S, N] are the same at every step. S is
+    the chunk's trial count, or 1 when every trial starts from the same θ (threat model F)."""
+
+    values: tf.Tensor
+    norms: tf.Tensor
+    losses: tf.Tensor
+
+
 class _StepFunction:
     """The compiled DP-SGD step (Abadi et al. 2016, Algorithm 1) for one model, configuration and
     set of hooks, split into its phases. Everything that varies between chunks and calls (seed,
@@ -83,6 +105,7 @@ class _StepFunction:
         injector: Injector | None,
         gathered: bool,
         released: tuple[int, ...] | None = None,
+        shared_params: bool = False,
     ) -> None:
         self.model = model
         self.cfg = cfg
@@ -97,13 +120,18 @@ class _StepFunction:
         self.gathered = gathered
         self.released = released
         self._released_plan = None if released is None else _released_plan(model, released)
+        self.shared_params = shared_params and released is not None
         # Max pooling's gradient runs oneDNN's kernel (≈ 0.1 ms a step on mnist, against 1–3 ms for
         # TensorFlow's) only when oneDNN's graph pass visits the forward pooling first, and its
         # visiting order through a loop's back edge varies from one process to the next. A step
         # that is its own (not inlined) function has no cycle, so the pass always sees the forward
         # op first: the same bits, the fast kernel in every process. MLP steps stay inlined (the
-        # call costs them ≈ 5 %).
-        self.step_as_function = any(isinstance(layer, MaxPool) for layer in model.layers)
+        # call costs them ≈ 5 %). Released steps evaluate no model.
+        self.step_as_function = released is None and any(isinstance(layer, MaxPool) for layer in model.layers)
+        # Full batches evaluate every row shared by all trials: the rows are padded once per call to
+        # whole blocks of the sums over examples (zero rows, never in a batch), so that no step pads
+        # its [T, N, ·] tensors again (a copy each: 8 % of an adult step's op time for N = 1001).
+        self.pads_rows = cfg.sampling_rate >= 1.0 and released is None
         self._fn: Callable | None = None
 
     def get(self) -> Callable:
@@ -129,10 +157,17 @@ class _StepFunction:
         hooks: dict[str, Any],
     ) -> tuple[list[tf.Tensor], dict[str, tf.Tensor]]:
         """``num_steps`` (≥ 1) steps in one graph: a while loop, observer records in TensorArrays."""
+        n_rows = None
+        if self.pads_rows:
+            n_rows = tf.shape(X)[0]
+            X, y, member_mask = _pad_rows(X, y, member_mask)
         data = (seed, chunk, X, y, member_mask, z, normalizer)
         # The shared input's row norms and blocks are loop invariants: computed once per call.
         rows = shared_rows(X) if isinstance(self.model.layers[0], Dense) else None
-        params, rec0 = self._step(*data, params, first_step, weights, trial_data, hooks, rows)
+        released_rows = None if self.released is None else self.released_rows(params, X, y, rows)
+        params, rec0 = self._step(
+            *data, params, first_step, weights, trial_data, hooks, rows, released_rows, n_rows
+        )
         keys = sorted(rec0)
         arrays = [
             tf.TensorArray(rec0[k].dtype, size=num_steps, element_shape=rec0[k].shape).write(0, rec0[k])
@@ -140,7 +175,7 @@ class _StepFunction:
         ]
 
         def one_step(p: list[tf.Tensor], step: tf.Tensor) -> tuple[list[tf.Tensor], dict[str, tf.Tensor]]:
-            return self._step(*data, p, step, weights, trial_data, hooks, rows)
+            return self._step(*data, p, step, weights, trial_data, hooks, rows, released_rows, n_rows)
 
         if self.step_as_function:
             one_step = tf.function(one_step, experimental_attributes={"_noinline": True})
@@ -230,33 +265,57 @@ class _StepFunction:
             clipped_sum.extend(tr.layer.weighted_sum(prep, c))
         return factors, clipped_sum
 
-    def clip_and_sum_released(self, pas: _Pass, weights: tf.Tensor) -> list[tf.Tensor]:
-        """Clip-and-sum at the released coordinates only: ``[T, K]`` with Σ_n w_n c_n a_{n,i} δ_{n,o}
-        for a dense kernel entry (i, o) and Σ_n w_n c_n δ_{n,o} for a bias entry — the same sums as
-        :meth:`clip_and_sum` restricted to K coordinates, without forming the other P − K. A
-        convolution's entries are gathered from the per-example gradients that its norms already
-        formed (``pas.prepared``: kernel ``[T, N, k·k·c_in, filters]``, bias ``[T, N, filters]``)."""
-        c = self.clip_factors(pas.norms) * weights  # [T, N]
+    def released_rows(
+        self, params: list[tf.Tensor], X: tf.Tensor, y: tf.Tensor, rows: RowStats | None
+    ) -> _ReleasedRows:
+        """The released path's loop invariants (:class:`_ReleasedRows`), by one pass over all N rows
+        per call: of the first trial only when every trial starts from the same θ. A dense kernel
+        entry (i, o) of row n is a_{n,i} δ_{n,o}, a bias entry δ_{n,o}; a convolution's entries are
+        gathered from the per-example gradients its norms form (``prepared``: kernel
+        ``[S, N, k·k·c_in, filters]``, bias ``[S, N, filters]``)."""
+        if self.shared_params:
+            params = [p[:1] for p in params]
+        pas = self.per_example_norms(params, X, y, shared=True, rows=rows)
         assert self._released_plan is not None
         columns: list[tf.Tensor] = []
         for layer, kind, first, second in self._released_plan.parts:
-            tr = pas.traces[layer]
-            if kind in ("conv_kernel", "conv_bias"):
-                g, bias = pas.prepared[layer]
-                if kind == "conv_kernel":
-                    picked = tf.gather(tf.reshape(g, [tf.shape(g)[0], tf.shape(g)[1], -1]), first, axis=-1)
-                else:
-                    picked = tf.gather(bias, second, axis=-1)
-                columns.append(tf.reduce_sum(picked * c[..., None], axis=1))
-                continue
-            d = tf.gather(pas.deltas[layer], second, axis=-1) * c[..., None]  # [T, N, k]
-            if kind == "bias":
-                columns.append(tf.reduce_sum(d, axis=1))
+            if kind == "conv_kernel":
+                g = pas.prepared[layer][0]
+                columns.append(tf.gather(tf.reshape(g, [tf.shape(g)[0], tf.shape(g)[1], -1]), first, axis=-1))
+            elif kind == "conv_bias":
+                columns.append(tf.gather(pas.prepared[layer][1], second, axis=-1))
+            elif kind == "bias":
+                columns.append(tf.gather(pas.deltas[layer], second, axis=-1))
             else:
-                a = tf.gather(tr.inputs, first, axis=-1)  # [N, k] shared or [T, N, k]
-                columns.append(tf.reduce_sum((a[None] if tr.shared else a) * d, axis=1))
-        values = tf.concat(columns, axis=1)
-        return [tf.gather(values, self._released_plan.order, axis=1)]
+                tr = pas.traces[layer]
+                a = tf.gather(tr.inputs, first, axis=-1)  # [N, k] shared or [S, N, k]
+                d = tf.gather(pas.deltas[layer], second, axis=-1)  # [S, N, k]
+                columns.append((a[None] if tr.shared else a) * d)
+        values = tf.gather(tf.concat(columns, axis=2), self._released_plan.order, axis=2)
+        return _ReleasedRows(values, pas.norms, pas.losses)
+
+    def _rows_of_batch(self, x: tf.Tensor, idx: tf.Tensor) -> tf.Tensor:
+        """Each trial's gathered rows ``x[t, idx[t]]`` of a released invariant ``x`` [S, N, ...]."""
+        if self.shared_params:
+            return tf.gather(x[0], idx)
+        return tf.gather(x, idx, batch_dims=1)
+
+    def released_sum(
+        self, inv: _ReleasedRows, idx: tf.Tensor | None, weights: tf.Tensor
+    ) -> tuple[tf.Tensor, tf.Tensor]:
+        """Clip-and-sum at the released coordinates only: Σ_n w_n c_n g_n[K] per trial ``[T, K]``
+        over the batch (``idx`` None: all N rows weighted by the batch mask; else each trial's
+        gathered rows weighted by their validity), from the invariant per-row values — the same sums
+        as :meth:`clip_and_sum` restricted to K coordinates, without forming the other P − K. Also
+        returns the clip factors of every row [T, N]."""
+        T = tf.shape(weights)[0]
+        factors = self.clip_factors(inv.norms)  # [S, N]
+        if idx is None:
+            c, values = factors * weights, inv.values
+        else:
+            c, values = self._rows_of_batch(factors, idx) * weights, self._rows_of_batch(inv.values, idx)
+        all_factors = tf.broadcast_to(factors, tf.stack([T, tf.shape(factors)[1]]))
+        return tf.reduce_sum(values * c[..., None], axis=1), all_factors
 
     def tracked_gradients(self, pas: _Pass, rows: tf.Tensor | None) -> tuple[list[tf.Tensor], tf.Tensor]:
         """Clipped per-example gradients [T, R, ...] and unclipped norms [T, R] of the tracked rows,
@@ -386,18 +445,23 @@ class _StepFunction:
         trial_data: dict[str, tf.Tensor],
         hooks: dict[str, Any],
         rows: RowStats | None = None,
+        released_rows: _ReleasedRows | None = None,
+        n_rows: tf.Tensor | None = None,
     ) -> tuple[list[tf.Tensor], dict[str, tf.Tensor]]:
+        """One step; ``n_rows`` (padded rows, see ``pads_rows``) is the number of real rows, and
+        what the step state shows per row is cut back to them."""
         cfg = self.cfg
         T = tf.shape(params[0])[0]
         batch_mask, idx, valid = self.select_batch(seed, chunk, step, member_mask)
         R = len(self.tracked_rows)
-        if idx is None:  # full batch or masked Poisson batch: every row, weighted by the mask
+        if released_rows is not None:  # θ fixed: the batch's rows weighted from the invariants
+            summed, all_factors = self.released_sum(released_rows, idx, batch_mask if idx is None else valid)
+            clipped_sum = [summed]
+            losses = tf.broadcast_to(released_rows.losses, tf.shape(all_factors))
+            tracked = None
+        elif idx is None:  # full batch or masked Poisson batch: every row, weighted by the mask
             pas = self.per_example_norms(params, X, y, shared=True, rows=rows)
-            if self.released is None:
-                factors, clipped_sum = self.clip_and_sum(pas, batch_mask)
-            else:
-                factors = self.clip_factors(pas.norms)
-                clipped_sum = self.clip_and_sum_released(pas, batch_mask)
+            factors, clipped_sum = self.clip_and_sum(pas, batch_mask)
             losses = pas.losses
             all_factors = factors
             tracked = self.tracked_gradients(pas, self.rows) if R else None
@@ -406,10 +470,7 @@ class _StepFunction:
             pas = self.per_example_norms(
                 params, tf.gather(X, idx), tf.gather(y, idx), shared=False, rows=batch_rows
             )
-            if self.released is None:
-                _, clipped_sum = self.clip_and_sum(pas, valid)
-            else:
-                clipped_sum = self.clip_and_sum_released(pas, valid)
+            _, clipped_sum = self.clip_and_sum(pas, valid)
             full = _Lazy(lambda: self.per_example_norms(params, X, y, shared=True, rows=rows))
             losses = _Lazy(lambda: full.get().losses)  # type: ignore[assignment]
             all_factors = _Lazy(lambda: self.clip_factors(full.get().norms))  # type: ignore[assignment]
@@ -435,6 +496,8 @@ class _StepFunction:
             base = 1.0 if cfg.clip_norm is None else cfg.clip_norm
             sensitivity = tf.fill([T], tf.constant(cfg.sensitivity_factor * base, tf.float32))
         sigma = z * sensitivity
+        if n_rows is not None:
+            losses, batch_mask, all_factors = (t[:, :n_rows] for t in (losses, batch_mask, all_factors))
         state = StepState(
             step=step,
             params=list(params),

@@ -14,7 +14,7 @@ from dpaudit.logs import progress
 from dpaudit.training.dpsgd.cache import _get_step_function
 from dpaudit.training.dpsgd.config import Batching, DPSGDConfig, InjectedGradient, TrackedRecords, TrainResult
 from dpaudit.training.dpsgd.observers import Injector, Observer
-from dpaudit.training.dpsgd.plan import Strategy, StrategyName, _layout
+from dpaudit.training.dpsgd.plan import Strategy, StrategyName, _layout, same_params
 from dpaudit.training.models import Model
 
 
@@ -89,7 +89,11 @@ def train_trials(
     clipping, injection with probability q), but the clipped sum and the Gaussian noise are formed
     at the K coordinates only, instead of drawing P noise values per trial and step to keep K (Nasr
     et al. §IV-F, the malicious-dataset adversary). Same distribution at those coordinates, a
-    different random stream than a full step. Dense layers only; not with tracked records, an
+    different random stream than a full step. Since θ never moves, every row's gradient at the K
+    coordinates, its norm and its loss are computed once per call (once per chunk when every trial
+    starts from the same θ, as in threat model F), and a step only draws its batch, weights those
+    rows by their clip factors and adds noise; the "auto" strategy then batches up to
+    ``RELEASED_CHUNK`` trials a chunk. Dense and convolution layers; not with tracked records, an
     injector or a clipped injected gradient.
 
     ``stop`` is polled before every block of steps; when it returns true the call raises
@@ -131,7 +135,11 @@ def train_trials(
         # XLA; XLA also slows convolutions on CPU. Pass True to try it elsewhere (e.g. a GPU).
         jit_compile = False
 
-    size, num_chunks, gathered = _layout(model, mask, cfg, chunk_size, strategy, batching)
+    shared_params = released is not None and same_params(init_params)
+    size, num_chunks, gathered = _layout(
+        model, mask, cfg, chunk_size, strategy, batching, released=released is not None,
+        shared_params=shared_params,
+    )  # fmt: skip
     selected = range(num_chunks) if chunks is None else chunks
     if selected.step != 1 or not 0 <= selected.start <= selected.stop <= num_chunks:
         raise ValueError(f"chunks must be a contiguous range within 0..{num_chunks}, got {chunks!r}")
@@ -194,6 +202,7 @@ def train_trials(
         injector=injector,
         gathered=gathered,
         released=released_t,
+        shared_params=shared_params,
     )
     Xt = tf.constant(X)
     yt = tf.constant(y)
