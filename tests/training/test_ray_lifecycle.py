@@ -198,7 +198,7 @@ run_stage("train@ray-signal", body, params_path=params)
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(420)
 @pytest.mark.parametrize(
     ("signame", "status", "whole_group"),
     [("SIGTERM", 143, False), ("SIGTERM", 143, True), ("SIGINT", 130, True)],
@@ -237,7 +237,8 @@ def test_a_signal_stops_a_ray_stage_cleanly(
             os.killpg(proc.pid, sig)
         else:
             proc.send_signal(sig)
-        _, stderr = proc.communicate(timeout=60)
+        # Ray's shutdown after a group Ctrl-C took over 60 s on 2 busy AMD EPYC cores
+        _, stderr = proc.communicate(timeout=150)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
