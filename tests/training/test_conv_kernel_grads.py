@@ -47,6 +47,7 @@ def test_kernel_gradients_equal_autodiff_per_example(case: tuple) -> None:
     shared, T, N, H, c, f = case
     assert (H - 2) ** 2 > CONTRACT_BLOCK or H < 10  # the large cases exercise the blocked sum
     a, W, up = case_tensors(*case)
+    positions = (H - 2) ** 2  # P: the products summed into each kernel entry
     kernel, bias = models.Conv2D(f).per_example(tf.constant(a), tf.constant(up), shared)
     assert kernel.shape == (T, N, 3, 3, c, f)
     for t in range(T):
@@ -57,7 +58,7 @@ def test_kernel_gradients_equal_autodiff_per_example(case: tuple) -> None:
                 total = tf.reduce_sum(tf.nn.conv2d(x, Wt, 1, "VALID") * up[t, n : n + 1])
             expected = tape.gradient(total, Wt).numpy()
             assert np.abs(expected).max() > 1.0  # a gradient that a wrong slice would miss
-            rounding = 8 * np.sqrt((H - 2) ** 2) * np.finfo(np.float32).eps * np.abs(expected).max()
+            rounding = 8 * np.sqrt(positions) * np.finfo(np.float32).eps * np.abs(expected).max()
             np.testing.assert_allclose(kernel[t, n], expected, rtol=0, atol=rounding)
             np.testing.assert_allclose(bias[t, n], up[t, n].sum(axis=(0, 1)), rtol=1e-5, atol=1e-5)
 

@@ -145,6 +145,31 @@ def test_a_short_call_never_starts_a_local_ray(no_ray, monkeypatch) -> None:
         assert np.array_equal(p, q)
 
 
+def test_shards_of_a_released_run_follow_its_own_chunks(no_ray, monkeypatch) -> None:
+    """Sharding plans with every argument that decides a call's chunks (``LAYOUT_KEYWORDS``): a
+    released run whose trials share θ (threat model F's) batches up to 1024 trials a chunk, not the
+    small chunks of an ordinary call, and its shards, trained by the driver, equal one call."""
+    monkeypatch.setattr(ray, "init", lambda *a, **k: pytest.fail("Ray started for a short call"))
+    monkeypatch.setattr(shards, "LOCAL_RAY_MIN_SECONDS", 1e9)
+    model, X, y, _, _ = _problem()
+    T = 2000
+    mask = np.ones((T, len(X)), bool)
+    cfg = dpsgd.DPSGDConfig(1.0, 1.0, 0.0, 2, sampling_rate=0.2)
+    kw = {
+        "init_params": [np.repeat(p, T, axis=0) for p in model.init(1, 2)],
+        "released": [0, 5, model.num_params - 1],
+        "observers": {"s": dpsgd.privatized_sum_observer([0, 5, model.num_params - 1])},
+    }
+    assert dpsgd.chunk_layout(model, mask, cfg, init_params=kw["init_params"], released=kw["released"]) == (
+        1000, 2
+    )
+    local = dpsgd.train_trials(model, X, y, mask, cfg, seed=3, **kw)
+    with shards.using(shards.RunnerConfig(kind="ray", shard_chunks=1)):
+        sharded = shards.run_trials(model, X, y, mask, cfg, seed=3, **kw)
+    assert shards.last_shard_owners == ["driver"] * 2
+    assert np.array_equal(local.records["s"], sharded.records["s"])
+
+
 @pytest.mark.timeout(300)
 def test_a_ray_started_by_the_caller_is_left_running(no_ray) -> None:
     ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)

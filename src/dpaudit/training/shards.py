@@ -375,7 +375,7 @@ def _run_on_ray(
     for key in ("chunks", "stop", "progress_bar"):
         if key in kwargs:
             raise ValueError(f"run_trials sets {key!r} itself; call train_trials to pick chunks")
-    layout = {k: kwargs[k] for k in ("chunk_size", "strategy", "batching") if k in kwargs}
+    layout = {k: kwargs[k] for k in dpsgd.LAYOUT_KEYWORDS if k in kwargs}
     size, num_chunks = dpsgd.chunk_layout(model, member_mask, cfg, **layout)
     T = len(member_mask)
     # A local Ray that is not running yet starts only once this process's sharded training (with

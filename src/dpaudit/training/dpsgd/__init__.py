@@ -58,6 +58,7 @@ from dpaudit.training.dpsgd.observers import (
     privatized_sum_observer,
 )
 from dpaudit.training.dpsgd.plan import (
+    LAYOUT_KEYWORDS,
     SMALL_BATCH_CHUNK,
     SMALL_BATCH_ROWS,
     Strategy,
@@ -69,6 +70,7 @@ from dpaudit.training.dpsgd.plan import (
 from dpaudit.training.dpsgd.train import TrainingStoppedError, train_trials
 
 __all__ = [
+    "LAYOUT_KEYWORDS",
     "SMALL_BATCH_CHUNK",
     "SMALL_BATCH_ROWS",
     "Batching",

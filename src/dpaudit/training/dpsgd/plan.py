@@ -177,22 +177,39 @@ def _rows_per_step(mask: np.ndarray, cfg: DPSGDConfig, mode: Batching) -> tuple[
     return poisson_batch_bound(int(sizes.max()) if len(mask) else 0, cfg.sampling_rate), True
 
 
+@dataclass(frozen=True)
+class _Layout:
+    """How :func:`train_trials` splits its trials: ``size`` trials per chunk, ``num_chunks`` chunks,
+    whether Poisson batches are ``gathered``, and whether every trial starts from the same θ
+    (``shared_params``, looked at only for released coordinates)."""
+
+    size: int
+    num_chunks: int
+    gathered: bool
+    shared_params: bool
+
+
+#: The arguments of :func:`train_trials` that decide its chunks: what :func:`chunk_layout` takes, and
+#: what a caller that plans shards of a ``train_trials`` call must pass on.
+LAYOUT_KEYWORDS = ("chunk_size", "strategy", "batching", "released", "init_params")
+
+
 def _layout(
     model: Model,
     mask: np.ndarray,
     cfg: DPSGDConfig,
-    chunk_size: int | None,
-    strategy: Strategy | StrategyName,
-    batching: Batching,
-    released: bool = False,
-    shared_params: bool = False,
-) -> tuple[int, int, bool]:
-    """Chunk size, number of chunks and whether Poisson batches are gathered (see :func:`train_trials`).
-    ``released`` (learning rate 0, released coordinates) with the "auto" strategy batches trials by
-    :func:`released_chunk_size`; ``shared_params``: every trial starts from the same θ."""
+    chunk_size: int | None = None,
+    strategy: Strategy | StrategyName = "auto",
+    batching: Batching = "auto",
+    released: Sequence[int] | None = None,
+    init_params: Sequence[np.ndarray] | None = None,
+) -> _Layout:
+    """The chunk layout of a :func:`train_trials` call with these arguments. With ``released``
+    coordinates (learning rate 0) the "auto" strategy batches trials by :func:`released_chunk_size`."""
     T = len(mask)
+    shared_params = released is not None and same_params(init_params)
     if isinstance(strategy, str):
-        if strategy == "auto" and released:
+        if strategy == "auto" and released is not None:
             strat = Strategy("trials", released_chunk_size(model, mask.shape[1], shared_params))
         elif strategy == "auto":
             strat = select_strategy(model, rows_per_step=_rows_per_step(mask, cfg, batching)[0])
@@ -207,7 +224,7 @@ def _layout(
     size = chunk_size or strat.chunk_size or default_chunk_size(model, rows_per_step, gathered=gathered)
     num_chunks = max(1, math.ceil(T / size))
     size = math.ceil(T / num_chunks) if T else 0
-    return size, num_chunks, gathered
+    return _Layout(size, num_chunks, gathered, shared_params)
 
 
 def chunk_layout(
@@ -220,13 +237,12 @@ def chunk_layout(
     released: Sequence[int] | None = None,
     init_params: Sequence[np.ndarray] | None = None,
 ) -> tuple[int, int]:
-    """``(trials per chunk, number of chunks)`` that :func:`train_trials` uses for these arguments;
-    chunk ``c`` holds trials ``c·size … min(T, (c+1)·size) − 1``."""
-    size, num_chunks, _ = _layout(
-        model, np.asarray(member_mask), cfg, chunk_size, strategy, batching,
-        released=released is not None, shared_params=same_params(init_params),
-    )  # fmt: skip
-    return size, num_chunks
+    """``(trials per chunk, number of chunks)`` that :func:`train_trials` uses for these arguments
+    (:data:`LAYOUT_KEYWORDS`); chunk ``c`` holds trials ``c·size … min(T, (c+1)·size) − 1``."""
+    layout = _layout(
+        model, np.asarray(member_mask), cfg, chunk_size, strategy, batching, released, init_params
+    )
+    return layout.size, layout.num_chunks
 
 
 def same_params(init_params: Sequence[np.ndarray] | None) -> bool:

@@ -67,8 +67,8 @@ class _Pass:
 
 def _pad_rows(X: tf.Tensor, y: tf.Tensor, member_mask: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
     """The examples padded with zero rows (label 0, in no trial's set) to whole blocks of
-    :func:`~dpaudit.training.layer_ops.contract_examples`. A padded row's clip weight is 0, so its
-    products in every sum are exact zeros: the sums keep their bits."""
+    :func:`~dpaudit.training.layer_ops.contract_examples` (the same block count and size as the
+    unpadded rows). A padded row's clip weight is 0, so all it adds to any sum is exact zeros."""
     _, _, pad = _blocks(tf.shape(X)[0])
     rank = len(X.shape)
     X = tf.pad(X, [[0, pad]] + [[0, 0]] * (rank - 1))
@@ -120,7 +120,7 @@ class _StepFunction:
         self.gathered = gathered
         self.released = released
         self._released_plan = None if released is None else _released_plan(model, released)
-        self.shared_params = shared_params and released is not None
+        self.shared_params = shared_params
         # Max pooling's gradient runs oneDNN's kernel (≈ 0.1 ms a step on mnist, against 1–3 ms for
         # TensorFlow's) only when oneDNN's graph pass visits the forward pooling first, and its
         # visiting order through a loop's back edge varies from one process to the next. A step

@@ -14,7 +14,7 @@ from dpaudit.logs import progress
 from dpaudit.training.dpsgd.cache import _get_step_function
 from dpaudit.training.dpsgd.config import Batching, DPSGDConfig, InjectedGradient, TrackedRecords, TrainResult
 from dpaudit.training.dpsgd.observers import Injector, Observer
-from dpaudit.training.dpsgd.plan import Strategy, StrategyName, _layout, same_params
+from dpaudit.training.dpsgd.plan import Strategy, StrategyName, _layout
 from dpaudit.training.models import Model
 
 
@@ -135,11 +135,8 @@ def train_trials(
         # XLA; XLA also slows convolutions on CPU. Pass True to try it elsewhere (e.g. a GPU).
         jit_compile = False
 
-    shared_params = released is not None and same_params(init_params)
-    size, num_chunks, gathered = _layout(
-        model, mask, cfg, chunk_size, strategy, batching, released=released is not None,
-        shared_params=shared_params,
-    )  # fmt: skip
+    layout = _layout(model, mask, cfg, chunk_size, strategy, batching, released, init_params)
+    size, num_chunks = layout.size, layout.num_chunks
     selected = range(num_chunks) if chunks is None else chunks
     if selected.step != 1 or not 0 <= selected.start <= selected.stop <= num_chunks:
         raise ValueError(f"chunks must be a contiguous range within 0..{num_chunks}, got {chunks!r}")
@@ -200,9 +197,9 @@ def train_trials(
         jit_compile=jit_compile,
         injected=inj_key,
         injector=injector,
-        gathered=gathered,
+        gathered=layout.gathered,
         released=released_t,
-        shared_params=shared_params,
+        shared_params=layout.shared_params,
     )
     Xt = tf.constant(X)
     yt = tf.constant(y)
