@@ -27,7 +27,7 @@ from collections.abc import Callable
 
 import numpy as np
 from scipy.optimize import brentq, minimize_scalar
-from scipy.stats import norm
+from scipy.special import log_ndtr, ndtr
 
 __all__ = [
     "ACCOUNTANTS",
@@ -238,10 +238,13 @@ def gaussian_delta(epsilon: float, mu: float) -> float:
     if mu <= 0:
         return 0.0
     a = -epsilon / mu
-    # e^ε Φ(x) evaluated in log space so large ε does not overflow.
-    log_cdf = float(norm.logcdf(a - mu / 2.0))
+    # Φ and log Φ are scipy.special's ndtr and log_ndtr, what scipy.stats.norm calls for the standard
+    # normal (the same bits), without its per-call argument handling: root finders call this
+    # function tens of thousands of times. e^ε Φ(x) is evaluated in log space so large ε does not
+    # overflow.
+    log_cdf = float(log_ndtr(a - mu / 2.0))
     second = 0.0 if log_cdf == -math.inf else math.exp(epsilon + log_cdf)
-    return max(0.0, float(norm.cdf(a + mu / 2.0) - second))
+    return max(0.0, float(ndtr(a + mu / 2.0)) - second)
 
 
 def gaussian_epsilon(mu: float, delta: float) -> float:
