@@ -47,17 +47,26 @@ np.save(sys.argv[2], np.concatenate(out))
 """
 
 
-def run(threads: int, path: Path) -> np.ndarray:
+def start(threads: int, path: Path) -> subprocess.Popen:
+    """Train the problems above in a fresh process with ``threads`` intra-op threads, saving to ``path``."""
     env = {**os.environ, "TF_NUM_INTRAOP_THREADS": str(threads), "TF_CPP_MIN_LOG_LEVEL": "2"}
     env["PYTHONPATH"] = os.pathsep.join(
         [str(Path(__file__).resolve().parents[2] / "src"), env.get("PYTHONPATH", "")]
     )
-    subprocess.run([sys.executable, "-c", SCRIPT, str(threads), str(path)], check=True, env=env, timeout=600)
-    return np.load(path)
+    return subprocess.Popen([sys.executable, "-c", SCRIPT, str(threads), str(path)], env=env)
 
 
 def test_training_is_bit_identical_with_one_and_two_threads(tmp_path: Path) -> None:
-    one = run(1, tmp_path / "one.npy")
-    two = run(2, tmp_path / "two.npy")
+    # Both processes run at once: each fixes its own thread count, so sharing the cores changes only
+    # the wall time, never the bits.
+    paths = {threads: tmp_path / f"{threads}.npy" for threads in (1, 2)}
+    processes = {threads: start(threads, path) for threads, path in paths.items()}
+    try:
+        for threads, process in processes.items():
+            assert process.wait(timeout=600) == 0, f"the {threads}-thread run failed"
+    finally:
+        for process in processes.values():
+            process.kill()
+    one, two = (np.load(path) for path in paths.values())
     assert one.size > 10_000
     np.testing.assert_array_equal(one, two)
