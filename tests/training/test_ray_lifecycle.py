@@ -170,37 +170,6 @@ def test_shards_of_a_released_run_follow_its_own_chunks(no_ray, monkeypatch) -> 
     assert np.array_equal(local.records["s"], sharded.records["s"])
 
 
-
-@pytest.mark.timeout(300)
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
-def test_a_signal_whose_interrupt_ray_dropped_still_stops_the_run(no_ray, monkeypatch, signum) -> None:
-    """Ray's waits run Python's signal handlers from C++ and drop the KeyboardInterrupt they raise.
-    The wrapped handler has recorded the signal by then, and the coordinator stops on the record:
-    here the record alone (as Ray leaves it) must end a long run with the signal's own interrupt."""
-    from dpaudit.io import Terminated
-
-    monkeypatch.setattr(ray, "init", lambda *a, **k: pytest.fail("Ray started"))
-    monkeypatch.setattr(shards, "LOCAL_RAY_MIN_SECONDS", 1e9)
-    model, X, y, mask, cfg = _problem(steps=20_000)
-    started = threading.Event()
-
-    def observe(state: dict) -> dict:
-        started.set()
-        return {}
-
-    def drop_a_signal() -> None:
-        started.wait(120)
-        ray_session._last_signal = signum
-
-    threading.Thread(target=drop_a_signal, daemon=True).start()
-    runner = shards.RunnerConfig(kind="ray", shard_chunks=1)
-    try:
-        with shards.using(runner), pytest.raises(KeyboardInterrupt) as caught:
-            shards.run_trials(model, X, y, mask, cfg, seed=1, chunk_size=1, observers={"started": observe})
-    finally:
-        ray_session._last_signal = None
-    assert isinstance(caught.value, Terminated) == (signum == signal.SIGTERM)
-
 @pytest.mark.timeout(300)
 def test_a_ray_started_by_the_caller_is_left_running(no_ray) -> None:
     ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)

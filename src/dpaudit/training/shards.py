@@ -404,14 +404,7 @@ def _run_on_ray(
     reported: set[int] = set()
     bar = progress(desc=desc, total=T * cfg.steps, unit="trial-step")
     try:
-        while True:
-            if ray_session._last_signal is not None:
-                # Ray's waits run the Python signal handlers from C++ and drop the KeyboardInterrupt
-                # they raise (its check_signals returns a status some callers ignore); the signal
-                # our wrapped handler recorded still stops the run.
-                raise KeyboardInterrupt
-            if queue.complete():
-                break
+        while not queue.complete():
             if queue.error is not None:
                 raise queue.error
             if deferred and queue.results and queue.unclaimed():
