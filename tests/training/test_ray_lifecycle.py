@@ -182,8 +182,13 @@ def test_a_ray_started_by_the_caller_is_left_running(no_ray) -> None:
 
 STAGE = """
 import os
+import signal
 import sys
 from pathlib import Path
+
+# A terminal's Ctrl-C reaches a foreground job, whose SIGINT is never ignored; a test run started in
+# the background without job control (nohup, `&` in a script) hands its children an ignored SIGINT.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 import numpy as np
 
