@@ -95,7 +95,6 @@ def test_gaussian_curve_closed_form():
     assert acc.gaussian_delta(eps, 1.0) == pytest.approx(1e-5, rel=1e-8)
 
 
-
 def test_gaussian_curve_has_scipy_stats_bits_and_survives_large_epsilon():
     """The curve calls scipy.special's ndtr/log_ndtr directly; they must give norm.cdf/logcdf's bits."""
     from scipy.stats import norm
@@ -107,6 +106,7 @@ def test_gaussian_curve_has_scipy_stats_bits_and_survives_large_epsilon():
             second = 0.0 if log_cdf == -math.inf else math.exp(eps + log_cdf)
             assert acc.gaussian_delta(eps, mu) == max(0.0, float(norm.cdf(a + mu / 2)) - second), (mu, eps)
     assert acc.gaussian_delta(800.0, 3.0) == 0.0  # e^800 Φ(·) in log space: no overflow, no NaN
+
 
 def test_naive_single_step_is_analytic_gaussian():
     assert acc.epsilon_naive(2.0, 1.0, 1, 1e-5) == pytest.approx(acc.gaussian_epsilon(0.5, 1e-5))
