@@ -1,10 +1,11 @@
 """Native convolution ops against hand-built formulations, on the mnist CNN's second convolution.
 
 The DP step of the mnist CNN spends its time in conv 2's forward pass, its input gradient and its
-per-example kernel gradients. Each one has a patch-based alternative: patches built from the k²
-shifted slices, then matmuls, with col2im (k² pads) for the input gradient. This script times the
-native op and the alternative on the same tensors and prints the largest difference between them.
-Run it once with TensorFlow's default kernels and once with ``TF_ENABLE_ONEDNN_OPTS=1``:
+per-example kernel gradients. Each has a patch-based alternative (patches by the trainer's own
+``Conv2D._extracted_patches``, then matmuls; col2im by k² pads for the input gradient). This script
+times the trainer's way (native ops; ``Conv2D._kernel_grads`` for the per-example gradients) and the
+alternative on the same tensors, and prints the largest difference between them. Run it once with
+TensorFlow's default kernels and once with ``TF_ENABLE_ONEDNN_OPTS=1``:
 
     python benchmarks/conv_formulations.py [--images 100] [--threads 2]
 """
@@ -20,6 +21,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np
 import tensorflow as tf
+
+from dpaudit.training.models_conv import Conv2D
 
 SIDE, CHANNELS_IN, CHANNELS_OUT, K = 13, 16, 32, 3
 OUT = SIDE - K + 1
@@ -37,13 +40,6 @@ def best_ms(
             result = fn(*args)
         times.append((time.perf_counter() - start) / calls * 1e3)
     return min(times), result
-
-
-def patches(x: tf.Tensor) -> tf.Tensor:
-    """[N, OUT·OUT, K·K·C] patches of a VALID convolution, from the K² shifted slices."""
-    n = tf.shape(x)[0]
-    shifted = [x[:, i : i + OUT, j : j + OUT, :] for i in range(K) for j in range(K)]
-    return tf.reshape(tf.stack(shifted, axis=3), [n, OUT * OUT, K * K * CHANNELS_IN])
 
 
 def col2im(g: tf.Tensor) -> tf.Tensor:
@@ -67,15 +63,18 @@ def main() -> None:
     kernel = tf.constant(rng.standard_normal((K, K, CHANNELS_IN, CHANNELS_OUT)).astype(np.float32))
     delta = tf.constant(rng.standard_normal((n, OUT, OUT, CHANNELS_OUT)).astype(np.float32))
     flat_kernel = tf.reshape(kernel, [K * K * CHANNELS_IN, CHANNELS_OUT])
-    p = patches(x)
-    d = tf.reshape(delta, [n, OUT * OUT, CHANNELS_OUT])
+    layer = Conv2D(filters=CHANNELS_OUT, kernel=K)
+
+    def p_of(x: tf.Tensor) -> tf.Tensor:
+        return layer._extracted_patches(x, shared=True)  # [N, P, K·K·C]
+
+    def d_of(delta: tf.Tensor) -> tf.Tensor:
+        return tf.reshape(delta, [n, OUT * OUT, CHANNELS_OUT])
 
     cases = {
         "forward": (
             tf.function(lambda x: tf.nn.conv2d(x, kernel, 1, "VALID")),
-            tf.function(
-                lambda x: tf.reshape(tf.matmul(patches(x), flat_kernel), [n, OUT, OUT, CHANNELS_OUT])
-            ),
+            tf.function(lambda x: tf.reshape(tf.matmul(p_of(x), flat_kernel), [n, OUT, OUT, CHANNELS_OUT])),
             (x,),
         ),
         "input gradient": (
@@ -96,16 +95,18 @@ def main() -> None:
             (delta,),
         ),
         "per-example kernel gradients": (
-            tf.function(lambda p, d: tf.matmul(p, d, transpose_a=True)),
-            tf.function(lambda p, d: tf.transpose(tf.matmul(d, p, transpose_a=True), [0, 2, 1])),
-            (p, d),
+            tf.function(lambda x, delta: layer._kernel_grads(x, delta[None], shared=True)[0]),
+            tf.function(
+                lambda x, delta: tf.transpose(tf.matmul(d_of(delta), p_of(x), transpose_a=True), [0, 2, 1])
+            ),
+            (x, delta),
         ),
     }
     print(
         f"{n} images, {SIDE}×{SIDE}×{CHANNELS_IN} → {OUT}×{OUT}×{CHANNELS_OUT}, {K}×{K} kernels, "
         f"{args.threads} threads, oneDNN {os.environ.get('TF_ENABLE_ONEDNN_OPTS', 'default')}"
     )
-    print("| operation | native ms | alternative ms | max abs difference |")
+    print("| operation | trainer ms | alternative ms | max abs difference |")
     print("| --- | --- | --- | --- |")
     for name, (native, alternative, inputs) in cases.items():
         native_ms, native_out = best_ms(native, *inputs)
