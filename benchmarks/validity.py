@@ -45,6 +45,7 @@ if str(HERE) not in sys.path:  # loaded by file path (the tests): find the share
     sys.path.insert(0, str(HERE))
 import validity_onerun  # noqa: E402
 import validity_stepwise  # noqa: E402
+import validity_transcript  # noqa: E402
 from _validity_common import LEVEL, row, table  # noqa: E402, F401 (table: the tests print it)
 from _validity_common import main as run_main  # noqa: E402
 
@@ -267,6 +268,7 @@ def run(quick: bool = False, seed: int = 0) -> list[dict]:
     """Every check's row (see :func:`row`), the sibling suites' rows included."""
     rows = scores_checks(quick, seed) + one_run_checks(quick, seed) + canaries_checks(quick, seed)
     rows += invariance_checks(seed)
+    rows += validity_transcript.run(quick=quick, seed=seed)
     return rows + validity_stepwise.run(quick=quick, seed=seed) + validity_onerun.run(quick=quick, seed=seed)
 
 

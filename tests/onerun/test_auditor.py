@@ -45,24 +45,33 @@ def mlp(features: int = 10, cls: Any = None, **kwargs: Any) -> Any:
     return (cls or tf.keras.Sequential)(layers=layers, **kwargs)
 
 
-def test_readme_example_changes_few_lines_and_gives_a_valid_result() -> None:
+def test_readme_example_changes_few_lines_and_gives_a_verdict() -> None:
+    from sklearn.datasets import load_digits
+
     code = readme_example()
     changed = [line for line in code.splitlines() if line.rstrip().endswith("# audit")]
     assert 0 < len(changed) <= 10
-    x, y = synthetic()
+    digits = load_digits()
+    keep = np.random.default_rng(0).permutation(len(digits.target))[:640]  # 100 steps instead of 230
+    tf.keras.utils.set_random_seed(0)
+    model = tf.keras.Sequential(
+        [tf.keras.Input((64,)), tf.keras.layers.Dense(64, activation="relu"), tf.keras.layers.Dense(10)]
+    )
     namespace: dict[str, Any] = {
-        "model": mlp(),
-        "train_ds": tf.data.Dataset.from_tensor_slices((x, y)).batch(100),
+        "model": model,
+        "x_train": (digits.data[keep] / 16.0).astype("float32"),
+        "y_train": digits.target[keep].astype("int64"),
     }
     exec(compile(code, str(README), "exec"), namespace)  # the README's code, as written
-    result = namespace["result"]
-    assert result.kind == "input" and result.canaries == 200
-    assert 0 < result.included < 200 and result.scores.shape == (200,)
-    for audit in (result.steinke, result.fdp_gaussian):
-        assert math.isfinite(audit.epsilon_lower) and audit.epsilon_lower >= 0.0
-        assert audit.assumption == ASSUMPTIONS[audit.estimator] and audit.confidence == 0.95
-    assert "Gaussian" in result.fdp_gaussian.assumption
-    assert result.headline is result.steinke
+    verdict = namespace["verdict"]
+    assert verdict.bound.canaries == 500 and verdict.runs == 1
+    assert verdict.bound.assumption == ASSUMPTIONS["steinke"] and verdict.bound.confidence == 0.975
+    assert math.isfinite(verdict.epsilon_lower) and verdict.epsilon_lower >= 0.0
+    assert verdict.claimed_epsilon == pytest.approx(namespace["declared"].claimed_epsilon)
+    exact = {"steps", "records_per_epoch", "repeated_batches", "noise_present"}
+    assert exact <= {c.name for c in verdict.checks}
+    assert not any(c.rejected for c in verdict.checks if c.name in exact)
+    assert str(verdict).splitlines()[0] == verdict.headline()
 
 
 def test_wrap_mixes_exactly_the_included_canaries_once_per_epoch() -> None:

@@ -14,6 +14,7 @@ from dpaudit.cli.args import (
     half_open_unit,
     non_negative_int,
     open_unit,
+    positive_float,
     positive_int,
     unit_from_zero,
 )
@@ -135,8 +136,13 @@ def _run_epsilon_star(args: argparse.Namespace) -> dict[str, Any]:
         raise CliError("--delta", f"{args.delta} is outside (0, 0.5)")
     try:
         result = epsilon_star_with_null(
-            members, nonmembers, args.delta, method=args.method, permutations=args.permutations,
-            n_bootstrap=0, seed=args.seed,
+            members,
+            nonmembers,
+            args.delta,
+            method=args.method,
+            permutations=args.permutations,
+            n_bootstrap=0,
+            seed=args.seed,
         )
     except ValueError as exc:
         # e.g. 2 members: the default δ = 1/(n ln n) is 0.72, outside (0, 0.5).
@@ -368,6 +374,13 @@ def _configure_one_run(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--column", default=None, help="column to read from .csv/.parquet files")
     parser.add_argument("--seed", type=non_negative_int, default=0, help="seed that breaks tied scores")
+    parser.add_argument(
+        "--claimed-epsilon",
+        type=positive_float,
+        default=None,
+        help="the ε the training claims at --delta: the first line becomes a verdict against it "
+        "(violation proven, or what this many canaries could have detected with 80 %% power)",
+    )
 
 
 def _run_one_run(args: argparse.Namespace) -> dict[str, Any]:
@@ -395,10 +408,23 @@ def _run_one_run(args: argparse.Namespace) -> dict[str, Any]:
         )
         for name in names
     }
+    verdict = None
+    if args.claimed_epsilon is not None:
+        from dpaudit.onerun.power import detectable_epsilon
+
+        head = audits["steinke" if "steinke" in audits else "fdp_gaussian"]
+        verdict = {
+            "claimed_epsilon": args.claimed_epsilon,
+            "violation": bool(head.epsilon_lower > args.claimed_epsilon),
+            "detectable_epsilon": detectable_epsilon(
+                args.claimed_epsilon, args.delta, int(scores.size), confidence=args.confidence, seed=args.seed
+            ),
+        }
     return {
         "canaries": int(scores.size),
         "included": int(included.sum()),
         "delta": args.delta,
+        **({"verdict": verdict} if verdict is not None else {}),
         "bounds": {
             name: {
                 "epsilon_lower": a.epsilon_lower,
@@ -428,6 +454,18 @@ def _one_run_text(result: dict[str, Any]) -> list[str]:
     else:
         verdict = f"NOTHING PROVEN at {level} ({name}): the canaries' scores do not separate included ones"
     lines = [verdict, f"canaries: {result['canaries']}, {result['included']} included"]
+    claim = result.get("verdict")
+    if claim is not None:
+        eps, claimed = _epsilon_text(head["epsilon_lower"]), f"{claim['claimed_epsilon']:g}"
+        if claim["violation"]:
+            first = f"VIOLATION PROVEN: ε ≥ {eps} > claimed {claimed} ({level}, {name}; {head['assumption']})"
+        else:
+            first = (
+                f"no violation found: ε ≥ {eps} does not exceed the claimed {claimed}; with "
+                f"{result['canaries']} canaries a perfect attack detects true ε ≥ "
+                f"{claim['detectable_epsilon']:.3g} with 80 % power ({name})"
+            )
+        lines.insert(0, first)
     for key, b in bounds.items():
         lines.append(
             f"  {key:<13} ε ≥ {_epsilon_text(b['epsilon_lower']):>7} at {100 * b['confidence']:g} % "

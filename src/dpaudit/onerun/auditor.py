@@ -1,31 +1,26 @@
-"""Keras-native one-run auditor: canaries in, ε lower bounds out, from the user's own ``fit``.
+"""Keras-native one-run auditor: canaries through the user's own DP-SGD, a verdict against the claim.
 
-Steinke, Nasr & Jagielski 2023 (§4 black-box input canaries, §6 white-box gradient canaries) and
-Mahloujifar, Melis & Chaudhuri 2024: the audit draws, from its own seed and before training, which
-of m canaries are included (independently, probability 1/2), lets them take part in one ordinary
-DP training run, scores every canary afterwards and hands (scores, included) to
-:func:`dpaudit.bounds.onerun.audit_one_run`.
+Steinke, Nasr & Jagielski 2023 and Mahloujifar, Melis & Chaudhuri 2024: the audit draws, from its own
+seed and before training, which of m canaries are included (independently, probability 1/2), lets
+them take part in one ordinary training run and turns what it saw into evidence. Three kinds:
 
+* ``kind="inert"`` (default; needs ``declared``, a :class:`DeclaredDPSGD`): input canaries on features
+  that are zero in every real record (:mod:`dpaudit.onerun.canaries`). :meth:`OneRunAuditor.wrap`
+  adds each included canary to each of the user's batches with probability q, so the user's own
+  per-example gradients, clipping, noise and averaging act on it; the callback observes every step
+  (:mod:`dpaudit.onerun.observer`, read-only) and :meth:`OneRunAuditor.verdict` says whether a
+  violation is proven, the code does not match its declaration, or nothing was found and what the
+  audit could have detected (:mod:`dpaudit.onerun.verdict`).
 * ``kind="input"`` (black box): mislabeled copies of real inputs (``canary_inputs="mislabeled"``)
-  or uniform-noise inputs with random labels (``"ood"``). :meth:`OneRunAuditor.wrap` mixes the
-  included ones into the training ``tf.data`` pipeline as ordinary records, so the DP optimizer
-  clips and noises them like any record. Score = −loss of the trained model.
-* ``kind="gradient"`` (white box, Dirac canaries of Nasr et al. 2023): canary j owns one parameter
-  coordinate c_j. The audit HARNESS (not the user's model) hooks the optimizer's
-  ``apply_gradients``: at every step each included canary is sampled with probability ``q`` (the
-  records' sampling rate) and contributes C·e_{c_j} / n_t to the privatized mean gradient, n_t
-  being the step's divisor (batch size, or ``num_microbatches``). That equals adding a clipped
-  record gradient C·e_{c_j} to the clipped sum BEFORE the noise and the division, because the
-  Gaussian noise is additive and independent of the data. Score = θ_initial − θ_final at c_j.
-  The coordinates are drawn from the audit's seed in the largest trainable variable: those weights
-  also receive data gradients (a dense layer's weights are not inert), which only adds noise to the
-  scores, i.e. lowers ε_LB and never invalidates it; pass ``coordinates`` (e.g. first-layer weights
-  of input pixels that are always zero) for a tighter audit.
+  or uniform-noise inputs with random labels (``"ood"``) mixed into the records and scored by the
+  trained model's loss. Weak at ordinary training lengths; kept for models audited as black boxes.
+* ``kind="gradient"``: a NOISE-CALIBRATION PROBE, not an audit of clipping. The harness hooks
+  ``apply_gradients`` and adds C·e_{c_j}/n_t for each included canary sampled at rate q AFTER the
+  user's clipping and averaging, so it measures the noise the code adds and is blind to clipping
+  bugs by construction. Score = θ_initial − θ_final at c_j.
 
-Works with TF Privacy's ``DPKerasSGDOptimizer``, ``DPKerasAdamOptimizer`` (their ``minimize``
-calls ``apply_gradients``) and ``DPSequential`` (its ``train_step`` calls
-``optimizer.apply_gradients``). Gradient accumulation (``gradient_accumulation_steps > 1``) is not
-supported by the gradient hook.
+Works with TF Privacy's ``DPKerasSGDOptimizer``, ``DPKerasAdamOptimizer``, ``DPSequential`` and a
+hand-written ``train_step``. Gradient accumulation is not supported by the gradient probe.
 """
 
 from __future__ import annotations
@@ -37,10 +32,13 @@ from typing import Any
 import numpy as np
 
 from dpaudit.bounds.onerun import DEFAULT_GUESS_FRACTIONS, OneRunAudit, audit_one_run
+from dpaudit.onerun.declaration import DeclaredDPSGD
+from dpaudit.onerun.inert import InertAudit
+from dpaudit.onerun.verdict import Verdict
 
 __all__ = ["KINDS", "OneRunAuditor", "OneRunResult"]
 
-KINDS = ("input", "gradient")
+KINDS = ("inert", "input", "gradient")
 CANARY_INPUTS = ("mislabeled", "ood")
 # Records read into the shuffle buffer when the dataset's size is unknown.
 SHUFFLE_BUFFER = 100_000
@@ -57,6 +55,7 @@ class OneRunResult:
     fdp_gaussian: OneRunAudit
     scores: np.ndarray
     included_mask: np.ndarray
+    verdict: Verdict | None = None
 
     @property
     def headline(self) -> OneRunAudit:
@@ -64,6 +63,7 @@ class OneRunResult:
 
     def as_dict(self) -> dict[str, Any]:
         return {
+            **({"verdict": self.verdict.as_dict()} if self.verdict is not None else {}),
             "kind": self.kind,
             "canaries": self.canaries,
             "included": self.included,
@@ -83,6 +83,8 @@ class OneRunResult:
 class OneRunAuditor:
     """Audit one Keras DP training run with m canaries (see the module docstring).
 
+    ``declared``: the DP-SGD the code claims to run (required for ``kind="inert"``, optional for the
+    others; then δ comes from it and ``verdict()`` compares the ε lower bound with its claim).
     ``sampling_rate`` (gradient canaries only): the probability with which each included canary
     takes part in a step — set it to the records' rate (batch size / dataset size) so that a canary
     is audited under the same mechanism as a record. ``clip_norm``: C; read from the DP optimizer
@@ -91,9 +93,11 @@ class OneRunAuditor:
 
     def __init__(
         self,
-        canaries: int = 1000,
+        canaries: int = 500,
         *,
-        kind: str = "input",
+        kind: str = "inert",
+        declared: DeclaredDPSGD | None = None,
+        loss: Any = None,
         seed: int = 0,
         delta: float = 1e-5,
         confidence: float = 0.95,
@@ -112,6 +116,14 @@ class OneRunAuditor:
             raise ValueError(f"canaries must be >= 2, got {canaries!r}")
         if not 0.0 < delta < 1.0:
             raise ValueError(f"delta must lie in (0, 1), got {delta!r}")
+        if kind == "inert" and declared is None:
+            raise ValueError(
+                "kind='inert' audits a claim: pass declared=DeclaredDPSGD(...) (σ, C, B, N, epochs, δ)"
+            )
+        if declared is not None:
+            delta = declared.delta
+            sampling_rate = declared.sampling_rate if sampling_rate is None else sampling_rate
+            clip_norm = declared.clip_norm if clip_norm is None else clip_norm
         if sampling_rate is not None and not 0.0 < sampling_rate <= 1.0:
             raise ValueError(f"sampling_rate must lie in (0, 1], got {sampling_rate!r}")
         if clip_norm is not None and not clip_norm > 0:
@@ -127,6 +139,10 @@ class OneRunAuditor:
         self._canary_x: np.ndarray | None = None
         self._canary_y: np.ndarray | None = None
         self._initial: np.ndarray | None = None
+        self.declared, self._loss = declared, loss
+        self._inert = (
+            InertAudit(self.canaries, self.included, declared, self.seed) if kind == "inert" else None
+        )
 
     # ------------------------------------------------------------------------------ input canaries
 
@@ -140,6 +156,8 @@ class OneRunAuditor:
         """
         import tensorflow as tf
 
+        if self._inert is not None:
+            return self._inert.wrap(dataset, self.num_classes)
         if self.kind != "input":
             raise ValueError("wrap() mixes input canaries; kind='gradient' needs only callback()")
         spec = dataset.element_spec
@@ -188,6 +206,9 @@ class OneRunAuditor:
         import tensorflow as tf
 
         auditor = self
+
+        if self._inert is not None:
+            return self._inert.callback(self._loss)
 
         class _OneRunCallback(tf.keras.callbacks.Callback):
             def on_train_begin(self, logs: dict | None = None) -> None:
@@ -287,6 +308,8 @@ class OneRunAuditor:
         """One score per canary, higher = "in": −loss (input) or θ_initial − θ_final (gradient)."""
         import tensorflow as tf
 
+        if self._inert is not None:
+            return self._inert.scores()
         if self.kind == "gradient":
             if self._initial is None:
                 raise ValueError("callback() was not passed to fit(): no initial parameters recorded")
@@ -307,8 +330,41 @@ class OneRunAuditor:
             values.append(np.asarray(loss(y, model(x, training=False))).reshape(len(x), -1).mean(axis=1))
         return -np.concatenate(values)
 
-    def result(self, model: Any) -> OneRunResult:
-        """Score the canaries and run both analyses (each at ``confidence``, joint over its grid)."""
+    def verdict(self) -> Verdict:
+        """The verdict against the declared claim (see :mod:`dpaudit.onerun.verdict`), at ``confidence``
+        jointly; only ``kind="inert"`` observes enough of the run to give one."""
+        if self._inert is None:
+            raise ValueError(
+                "a verdict needs kind='inert' (canaries through your clipping, every step observed)"
+            )
+        return self._inert.verdict(self.confidence, self.guess_fractions)
+
+    def result(self, model: Any = None) -> OneRunResult:
+        """Score the canaries and run both analyses (each at ``confidence``, joint over its grid);
+        with a declaration, the verdict too."""
+        if self._inert is not None:
+            verdict = self._inert.verdict(self.confidence, self.guess_fractions)
+            fdp = audit_one_run(
+                self._inert.scores(),
+                self.included,
+                delta=self.delta,
+                confidence=verdict.bound.confidence,
+                analysis="fdp_gaussian",
+                seed=self.seed,
+                guess_fractions=self.guess_fractions,
+            )
+            return OneRunResult(
+                self.kind,
+                self.canaries,
+                int(self.included.sum()),
+                verdict.bound,
+                fdp,
+                self._inert.scores(),
+                self.included.copy(),
+                verdict,
+            )
+        if model is None:
+            raise ValueError("result() needs the trained model for this kind of canaries")
         s = self.scores(model)
         s = np.where(np.isfinite(s), s, np.where(s > 0, 1e300, -1e300))
         audits = {

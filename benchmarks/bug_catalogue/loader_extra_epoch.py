@@ -1,0 +1,42 @@
+"""Data loader: one more "polishing" epoch after the declared ones, in a second ``fit``; the claim counts
+10."""
+
+from __future__ import annotations
+
+from tensorflow_privacy import DPKerasSGDOptimizer
+
+from dpaudit.onerun import DeclaredDPSGD, OneRunAuditor, Verdict  # audit
+
+from . import common
+
+NAME = "loader_extra_epoch"
+BUG_CLASS = "data loader"
+DESCRIPTION = "a second model.fit(epochs=1) to polish the model: T = 253 steps where the claim composed 230"
+# PLD's ε of (σ, q, T + 23): common.epsilon(σ, steps=253).
+TRUE_EPSILON = 2.0999642481228427
+
+
+def true_epsilon() -> float:
+    """TRUE_EPSILON recomputed (PLD)."""
+    return common.epsilon(common.declared_sigma(), steps=common.STEPS + common.STEPS_PER_EPOCH)
+
+
+def run(seed: int, epochs: int = common.EPOCHS, canaries: int = 500) -> Verdict:
+    """Train and audit once; the ``# audit`` lines are the audit's only additions."""
+    x, y = common.digits()
+    sigma = common.declared_sigma()
+    train_ds = common.shuffled_batches(x, y, seed)
+    optimizer = DPKerasSGDOptimizer(
+        l2_norm_clip=common.CLIP, noise_multiplier=sigma, num_microbatches=None,
+        learning_rate=common.LEARNING_RATE,
+    )
+    model = common.tfp_model(seed, optimizer)
+
+    declared = DeclaredDPSGD(noise_multiplier=sigma, clip_norm=common.CLIP, batch_size=common.BATCH,  # audit
+                             dataset_size=len(x), epochs=epochs, delta=common.DELTA,  # audit
+                             sampling="shuffle", epsilon=common.CLAIMED_EPSILON)  # audit
+    audit = OneRunAuditor(canaries=canaries, declared=declared, seed=seed)  # audit
+    train_ds = audit.wrap(train_ds)  # audit
+    model.fit(train_ds, epochs=epochs, verbose=0, callbacks=[audit.callback()])  # audit
+    model.fit(train_ds, epochs=1, verbose=0, callbacks=[audit.callback()])  # the bug (audit's callback too)
+    return audit.verdict()  # audit

@@ -1,0 +1,41 @@
+"""Noise scale: the optimizer gets σ/10 (a debugging run's value left in) while the claim keeps σ."""
+
+from __future__ import annotations
+
+from tensorflow_privacy import DPKerasSGDOptimizer
+
+from dpaudit.onerun import DeclaredDPSGD, OneRunAuditor, Verdict  # audit
+
+from . import common
+
+NAME = "noise_div10"
+BUG_CLASS = "noise scale"
+DESCRIPTION = "DPKerasSGDOptimizer(noise_multiplier=σ/10): a debugging value left in; the claim keeps σ"
+# PLD's ε of (σ/10, q, T): common.epsilon(σ / 10) (about 7 s to compute).
+TRUE_EPSILON = 437.5922569703808
+
+
+def true_epsilon() -> float:
+    """TRUE_EPSILON recomputed (PLD)."""
+    return common.epsilon(common.declared_sigma() / 10)
+
+
+def run(seed: int, epochs: int = common.EPOCHS, canaries: int = 500) -> Verdict:
+    """Train and audit once; the ``# audit`` lines are the audit's only additions."""
+    x, y = common.digits()
+    sigma = common.declared_sigma()
+    debug_noise = sigma / 10  # "quick runs with little noise while tuning the learning rate"
+    train_ds = common.shuffled_batches(x, y, seed)
+    optimizer = DPKerasSGDOptimizer(
+        l2_norm_clip=common.CLIP, noise_multiplier=debug_noise, num_microbatches=None,  # the bug
+        learning_rate=common.LEARNING_RATE,
+    )
+    model = common.tfp_model(seed, optimizer)
+
+    declared = DeclaredDPSGD(noise_multiplier=sigma, clip_norm=common.CLIP, batch_size=common.BATCH,  # audit
+                             dataset_size=len(x), epochs=epochs, delta=common.DELTA,  # audit
+                             sampling="shuffle", epsilon=common.CLAIMED_EPSILON)  # audit
+    audit = OneRunAuditor(canaries=canaries, declared=declared, seed=seed)  # audit
+    train_ds = audit.wrap(train_ds)  # audit
+    model.fit(train_ds, epochs=epochs, verbose=0, callbacks=[audit.callback()])  # audit
+    return audit.verdict()  # audit

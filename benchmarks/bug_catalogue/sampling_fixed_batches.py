@@ -1,0 +1,46 @@
+"""Sampling: ``shuffle(reshuffle_each_iteration=False)``, so the same 23 batches come back every epoch."""
+
+from __future__ import annotations
+
+import tensorflow as tf
+from tensorflow_privacy import DPKerasSGDOptimizer
+
+from dpaudit.onerun import DeclaredDPSGD, OneRunAuditor, Verdict  # audit
+
+from . import common
+
+NAME = "sampling_fixed_batches"
+BUG_CLASS = "sampling"
+DESCRIPTION = "loader shuffles once (reshuffle_each_iteration=False): the same batches every epoch"
+# Without fresh sampling a record is in one known-fixed batch each epoch: 10 Gaussian steps at σ with no
+# amplification credited, gaussian_epsilon(√10/σ, δ) (the one secret permutation is not counted).
+TRUE_EPSILON = 9.78545641404089
+
+
+def true_epsilon() -> float:
+    """TRUE_EPSILON recomputed (Gaussian mechanism, μ = √epochs/σ)."""
+    from dpaudit.training.accounting import gaussian_epsilon
+
+    return gaussian_epsilon(common.EPOCHS**0.5 / common.declared_sigma(), common.DELTA)
+
+
+def run(seed: int, epochs: int = common.EPOCHS, canaries: int = 500) -> Verdict:
+    """Train and audit once; the ``# audit`` lines are the audit's only additions."""
+    x, y = common.digits()
+    sigma = common.declared_sigma()
+    records = tf.data.Dataset.from_tensor_slices((x, y))
+    once = records.shuffle(len(x), seed=seed, reshuffle_each_iteration=False)  # the bug
+    train_ds = once.batch(common.BATCH)
+    optimizer = DPKerasSGDOptimizer(
+        l2_norm_clip=common.CLIP, noise_multiplier=sigma, num_microbatches=None,
+        learning_rate=common.LEARNING_RATE,
+    )
+    model = common.tfp_model(seed, optimizer)
+
+    declared = DeclaredDPSGD(noise_multiplier=sigma, clip_norm=common.CLIP, batch_size=common.BATCH,  # audit
+                             dataset_size=len(x), epochs=epochs, delta=common.DELTA,  # audit
+                             sampling="shuffle", epsilon=common.CLAIMED_EPSILON)  # audit
+    audit = OneRunAuditor(canaries=canaries, declared=declared, seed=seed)  # audit
+    train_ds = audit.wrap(train_ds)  # audit
+    model.fit(train_ds, epochs=epochs, verbose=0, callbacks=[audit.callback()])  # audit
+    return audit.verdict()  # audit

@@ -1,0 +1,416 @@
+"""Conformance checks: is the observed run the DP-SGD its declaration describes?
+
+Each check compares one run's :class:`~dpaudit.onerun.transcript.Transcript` with its
+:class:`~dpaudit.onerun.declaration.DeclaredDPSGD`. A rejected ``"mismatch"`` check proves (at its
+level) that the code is NOT the declared DP-SGD, so the claimed ε was computed for another mechanism;
+it is never an ε bound. A ``"warning"`` is labelled as such and never enters a verdict.
+
+Levels. :func:`run_checks` gets the run's total false-alarm budget ``level`` for its mismatch checks.
+Deterministic checks (``steps``, ``records_per_epoch``) cost nothing. Two checks are exact in practice:
+``repeated_batches`` and the relative part of ``noise_present`` can fire under the declaration only
+with a probability we bound in closed form (see their functions); that bound is their level and is
+taken off the budget (or the check is reduced/skipped when the bound exceeds level/4). The rest is
+split equally (Bonferroni) among the stochastic mismatch checks that apply
+(:data:`STOCHASTIC_MISMATCH_CHECKS`); each is exact or conservative at its share. Warnings run at
+``level``. So under the declared DP-SGD, P(any mismatch rejected) ≤ ``level``.
+
+Notation as in :mod:`dpaudit.onerun.transcript`: ŝ_t = ‖probe_t‖/√k, and under the declaration
+‖probe_t‖² · (n_t / σC)² ~ χ²_k independently over steps (n_t the code's unknown divisor).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import gammaln, logsumexp
+from scipy.stats import beta, binom, binomtest, chi2
+
+from dpaudit.onerun.declaration import DeclaredDPSGD
+from dpaudit.onerun.transcript import Transcript
+
+__all__ = ["STOCHASTIC_MISMATCH_CHECKS", "CheckResult", "check_summary", "run_checks"]
+
+STOCHASTIC_MISMATCH_CHECKS: tuple[str, ...] = (
+    "batch_size_mean",
+    "noise_floor",
+    "noise_reuse",
+    "signal_to_noise_high",
+    "signal_to_noise_low",
+)
+#: Monte Carlo draws of the signal-to-noise null (at least; more when the level share is tiny).
+NULL_DRAWS = 4000
+#: A probe below this fraction of the median probe norm is "no noise" (float noise of a noiseless sum).
+NO_NOISE = 1e-6
+#: Bytes of one block of the probes' Gram matrix (T up to 20,000 stays near this).
+GRAM_BYTES = 100_000_000
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One check's outcome. ``kind``: ``"mismatch"`` (a rejection means the code does not match its
+    declaration) or ``"warning"``; ``level``: its false-alarm probability under the declared DP-SGD
+    (0.0 for deterministic checks); ``message``: what was seen, what was expected, what it means."""
+
+    name: str
+    kind: str
+    rejected: bool
+    level: float
+    p_value: float | None
+    statistic: float
+    message: str
+
+
+def _sf(x: float) -> str:
+    return f"{x:.3g}"
+
+
+def _steps_check(transcript: Transcript, declared: DeclaredDPSGD) -> CheckResult:
+    seen, want = transcript.steps, declared.total_steps
+    if seen > want:
+        msg = (
+            f"{seen} training steps observed, {want} declared: more noisy steps than the claim's accountant "
+            "composed, so the run spent more privacy than the claimed ε"
+        )
+    elif seen < want:
+        msg = (
+            f"{seen} training steps observed, {want} declared: the run is not the one the claim was computed "
+            "for (fewer steps spend less privacy, but the audit did not see the declared run)"
+        )
+    else:
+        msg = f"{seen} training steps observed, as declared"
+    return CheckResult("steps", "mismatch", seen != want, 0.0, None, float(seen - want), msg)
+
+
+def _records_per_epoch_check(transcript: Transcript, declared: DeclaredDPSGD) -> CheckResult:
+    """Shuffled epochs: ≤ N real records and exactly ⌈N/B⌉ steps per complete epoch (a run declared by
+    ``steps`` may end inside its last epoch)."""
+    N, per_epoch = declared.dataset_size, declared.steps_per_epoch
+    epochs, first, counts = np.unique(transcript.epoch, return_index=True, return_counts=True)
+    rows = np.bincount(np.searchsorted(epochs, transcript.epoch), weights=transcript.batch_rows)
+    last = int(np.argmax(first)) if declared.steps is not None else -1
+    problems = [f"epoch {e} fed {int(r)} real records, more than the N = {N} the claim assumes (records "
+                "repeated within an epoch)" for e, r in zip(epochs, rows, strict=True) if r > N]  # fmt: skip
+    for i, (e, c) in enumerate(zip(epochs, counts, strict=True)):
+        if c > per_epoch or (c < per_epoch and i != last):
+            problems.append(f"epoch {e} had {c} steps, not the declared ⌈N/B⌉ = {per_epoch}")
+    msg = "; ".join(problems[:3]) + (": the loader is not the declared shuffled epochs" if problems else "")
+    if not problems:
+        msg = f"every epoch fed at most N = {N} real records in {per_epoch} steps, as declared"
+    return CheckResult("records_per_epoch", "mismatch", bool(problems), 0.0, None, float(rows.max() / N), msg)
+
+
+def _batch_size_mean_check(transcript: Transcript, declared: DeclaredDPSGD, share: float) -> CheckResult:
+    """Σ_t batch_rows ~ Binomial(N·T, q) under Poisson sampling: exact two-sided binomial test."""
+    total, T = int(transcript.batch_rows.sum()), transcript.steps
+    p = float(binomtest(total, declared.dataset_size * T, declared.sampling_rate).pvalue)
+    mean = total / T
+    rejected = p <= share
+    if rejected:
+        msg = (
+            f"mean batch of {mean:.4g} real records per step vs the declared B = {declared.batch_size} "
+            f"(p = {p:.2g}): the sampling rate is not the declared q = {declared.sampling_rate:.4g} "
+            "(a higher "
+            "rate spends more privacy than claimed)"
+        )
+    else:
+        msg = f"mean batch of {mean:.4g} real records per step, consistent with B = {declared.batch_size}"
+    return CheckResult("batch_size_mean", "mismatch", rejected, share, p, mean, msg)
+
+
+def _fixed_size_check(transcript: Transcript, declared: DeclaredDPSGD, level: float) -> CheckResult:
+    """Poisson: the most common batch size holds c of T steps; under Binomial(N, q) sizes,
+    P(some size holds ≥ c steps) ≤ Σ_v P[Binomial(T, pmf(v)) ≥ c] (union bound over sizes v, sizes
+    beyond ±40 s.d. bounded by T·P(outside)). Shuffle: the claim is for Poisson, so always warn."""
+    name = "fixed_size_batches"
+    not_proven = "so the claimed ε is not proven for this sampling (a warning, not a violation)"
+    if declared.sampling == "shuffle":
+        msg = (
+            f"the declaration says shuffled fixed-size batches of B = {declared.batch_size} while the "
+            "claim is "
+            f"computed for Poisson sampling at q = {declared.sampling_rate:.4g}, {not_proven}"
+        )
+        return CheckResult(name, "warning", True, 0.0, None, float("nan"), msg)
+    values, counts = np.unique(transcript.batch_rows, return_counts=True)
+    top, T = int(np.argmax(counts)), transcript.steps
+    N, q = declared.dataset_size, declared.sampling_rate
+    sd = math.sqrt(N * q * (1 - q))
+    lo, hi = max(0, math.floor(N * q - 40 * sd - 5)), min(N, math.ceil(N * q + 40 * sd + 5))
+    v = np.arange(lo, hi + 1)
+    outside = float(binom.cdf(lo - 1, N, q) + binom.sf(hi, N, q))
+    p = min(1.0, float(binom.sf(counts[top] - 1, T, binom.pmf(v, N, q)).sum()) + T * outside)
+    share_top = counts[top] / T
+    rejected = p <= level
+    msg = (
+        f"{100 * share_top:.3g} % of the steps had exactly {values[top]} real records (p = {p:.2g}), "
+        "where Poisson sampling varies the size (Binomial(N, q)): "
+    ) + (
+        f"fixed-size shuffled batches were used under a Poisson accountant, {not_proven}"
+        if rejected
+        else "batch sizes vary as Poisson sampling does"
+    )
+    return CheckResult(name, "warning", rejected, level, p, float(share_top), msg)
+
+
+def _repeat_bound(declared: DeclaredDPSGD, steps: int) -> float:
+    """Union bound, over the T(T−1)/2 pairs of steps, on two random batches of > 1 record being equal.
+
+    Poisson at q: P(S_t = S_u, |S| ≥ 2) = Σ_{n≥2} pmf(n; N, q)² / C(N, n) (given its size, a batch is
+    a uniform subset), summed within ±50 s.d. of Nq and bounded by the Binomial mass outside. Shuffle:
+    a batch of n is a uniform n-subset, equal to one of another epoch w.p. 1/C(N, n). (Distinct
+    multisets with equal 64-bit keys add ~T²/2^65, negligible.)"""
+    N, B, q = declared.dataset_size, declared.batch_size, declared.sampling_rate
+    pairs = steps * (steps - 1) / 2.0
+    if pairs == 0:
+        return 0.0
+
+    def log_choose(n: np.ndarray) -> np.ndarray:
+        return gammaln(N + 1) - gammaln(n + 1) - gammaln(N - n + 1)
+
+    if declared.sampling == "shuffle":
+        sizes = np.array([s for s in (B, N - (declared.steps_per_epoch - 1) * B) if s >= 2])
+        return min(1.0, pairs * float(np.exp(-log_choose(sizes)).max())) if sizes.size else 0.0
+    sd = math.sqrt(N * q * (1 - q))
+    lo, hi = max(2, math.floor(N * q - 50 * sd)), min(N, math.ceil(N * q + 50 * sd) + 2)
+    if lo > hi:
+        return 0.0
+    n = np.arange(lo, hi + 1)
+    inside = math.exp(float(logsumexp(2 * binom.logpmf(n, N, q) - log_choose(n))))
+    outside = max(0.0, float(binom.cdf(lo - 1, N, q) - binom.cdf(1, N, q) + binom.sf(hi, N, q)))
+    return min(1.0, pairs * (inside + outside))
+
+
+def _repeated_batches_check(transcript: Transcript, bound: float, runs: bool) -> CheckResult:
+    name = "repeated_batches"
+    if not runs:
+        msg = (
+            f"not tested: the declared sampling repeats a batch by chance with probability up to {bound:.2g} "
+            "(dataset too small for a repeat to be evidence)"
+        )
+        return CheckResult(name, "mismatch", False, 0.0, None, float("nan"), msg)
+    steps = np.flatnonzero(transcript.batch_rows > 1)
+    _, inverse, counts = np.unique(transcript.batch_keys[steps], return_inverse=True, return_counts=True)
+    again = steps[counts[inverse] > 1]
+    repeats = float(np.sum(counts * (counts - 1) / 2))
+    if again.size:
+        t = int(again[0])
+        u = int(again[(transcript.batch_keys[again] == transcript.batch_keys[t])][1])
+        msg = (
+            f"steps {t} and {u} drew the same batch of {int(transcript.batch_rows[t])} records "
+            f"({int(repeats)} repeated pair(s)); random per-step sampling repeats a batch with "
+            f"probability ≤ {bound:.2g}: the "
+            "loader replays batches, so records are used more often than the claim assumes"
+        )
+    else:
+        msg = "no two steps drew the same batch of records"
+    return CheckResult(name, "mismatch", bool(again.size), bound, None, repeats, msg)
+
+
+def _floor_p_value(ratio: float, steps: int, k: int, allowance: float) -> float:
+    """Conservative P[min_t ŝ_t² / median_s ŝ_s² ≤ ratio] under the declaration.
+
+    With u_t = ‖probe_t‖²(n_t/σC)² iid χ²_k and divisors within a factor A = ``allowance`` of each
+    other, the event implies u_t ≤ ratio·A²·median(u) for some t; for any X it then has probability
+    ≤ T·F_k(ratio·A²·X) + P[median(u) > X], and P[median > X] ≤ P[Binomial(T, P(χ²_k > X)) ≥ ⌈T/2⌉].
+    Minimised over a grid of X (each term is a valid bound, so their minimum is)."""
+    if steps < 2:
+        return 1.0
+    x = np.concatenate([chi2.ppf(np.linspace(0.5, 0.999, 120), k), chi2.isf(np.logspace(-3.2, -16, 40), k)])
+    above = binom.sf(math.ceil(steps / 2) - 1, steps, chi2.sf(x, k))
+    return float(min(1.0, np.min(steps * chi2.cdf(ratio * allowance**2 * x, k) + above)))
+
+
+def _noise_present_check(transcript: Transcript, sq: np.ndarray, bound: float, relative: bool) -> CheckResult:
+    med = float(np.median(sq))
+    quiet = (sq == 0) | ~np.isfinite(sq)
+    if relative:
+        quiet |= sq < NO_NOISE**2 * med
+    where = np.flatnonzero(quiet)
+    if where.size:
+        msg = (
+            f"no noise at step(s) {where[:5].tolist()}{' …' if where.size > 5 else ''} ({where.size} of "
+            f"{sq.size}) on coordinates no record moves: those steps released their gradient without the "
+            "Gaussian noise σC the claim needs (ε is unbounded there)"
+        )
+    else:
+        msg = "every step's probe carries noise"
+    return CheckResult("noise_present", "mismatch", bool(where.size), bound, None, float(where.size), msg)
+
+
+def _noise_floor_check(sq: np.ndarray, k: int, allowance: float, kind: str, share: float) -> CheckResult:
+    steps = np.flatnonzero(np.isfinite(sq))
+    med = float(np.median(sq[steps])) if steps.size else 0.0
+    t = int(steps[np.argmin(sq[steps])]) if steps.size else 0
+    ratio = float(sq[t] / med) if med > 0 else 0.0
+    p = _floor_p_value(ratio, steps.size, k, allowance) if steps.size >= 2 else 1.0
+    rejected = p <= share
+    msg = (
+        f"step {t}'s noise is {math.sqrt(ratio):.3g}× the median step's in scale (p = {p:.2g}, allowing the "
+        f"divisor to vary {allowance:.3g}× with the batch): "
+    ) + (
+        "some step carries less noise than σC/n_t, i.e. less than declared"
+        if rejected
+        else "no step's noise falls below the others' beyond chance"
+    )
+    if kind == "warning":
+        msg += " (iterates: a learning-rate schedule also changes this scale, so this is only a warning)"
+    return CheckResult("noise_floor", kind, rejected, share, p, ratio, msg)
+
+
+def _max_cosine(probe: np.ndarray) -> tuple[float, int, int]:
+    """max over t < u of |cos(probe_t, probe_u)|, the Gram matrix computed in row blocks."""
+    U = probe / np.linalg.norm(probe, axis=1, keepdims=True)
+    T = U.shape[0]
+    block = max(1, GRAM_BYTES // (8 * T))
+    best, pair = -1.0, (0, 1)
+    for i in range(0, T - 1, block):
+        g = np.abs(U[i : i + block] @ U[i + 1 :].T)  # row r, column c: steps i + r and i + 1 + c
+        g[np.tril_indices(g.shape[0], -1, g.shape[1])] = -1.0  # keep only u > t
+        flat = int(np.argmax(g))
+        r, c = divmod(flat, g.shape[1])
+        if g[r, c] > best:
+            best, pair = float(g[r, c]), (i + r, i + 1 + c)
+    return min(best, 1.0), pair[0], pair[1]
+
+
+def _noise_reuse_check(transcript: Transcript, ok: np.ndarray, share: float) -> CheckResult:
+    """Under the declaration probes are independent isotropic Gaussians: (1 + cos)/2 ~ Beta((k−1)/2,
+    (k−1)/2) for each pair; Bonferroni over the T(T−1)/2 pairs of the max |cos|."""
+    steps = np.flatnonzero(ok)
+    c, t, u = _max_cosine(transcript.probe[steps])
+    a, pairs = (transcript.probe_dims - 1) / 2.0, steps.size * (steps.size - 1) / 2.0
+    p = float(min(1.0, pairs * 2.0 * beta.sf((1.0 + c) / 2.0, a, a)))
+    rejected = p <= share
+    t, u = int(steps[t]), int(steps[u])
+    msg = (f"largest |cos| between two steps' probe noise is {c:.3g} (steps {t} and {u}; p = {p:.2g}): ") + (
+        "the same noise was reused at several steps, so it cancels between them and protects nothing"
+        if rejected
+        else "the steps' noise looks independent"
+    )
+    return CheckResult("noise_reuse", "mismatch", rejected, share, p, c, msg)
+
+
+def _snr_null(b: np.ndarray, k: int, draws: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """(A_i, B_i) with ρ̂_i(ρ) = ρ·A_i + B_i the estimator on draw i when a_t = (ρ b_t + Z_t)/w_t,
+    w_t = √(χ²_k/k): A_i = Σ b²/w / Σ b², and given w, Σ b Z/w ~ N(0, Σ b²/w²)."""
+    total = float(b @ b)
+    A, B = np.empty(draws), np.empty(draws)
+    chunk = max(1, 2_000_000 // b.size)
+    for i in range(0, draws, chunk):
+        n = min(chunk, draws - i)
+        inv_w = 1.0 / np.sqrt(rng.chisquare(k, size=(n, b.size)) / k)
+        A[i : i + n] = inv_w @ (b * b) / total
+        B[i : i + n] = np.sqrt(inv_w**2 @ (b * b)) * rng.standard_normal(n) / total
+    return A, B
+
+
+def _snr_checks(
+    transcript: Transcript, ok: np.ndarray, share: float, seed: int
+) -> tuple[CheckResult, CheckResult]:
+    """ρ̂ = Σ b_t a_t / Σ b_t² against its exact null (ρ = 1) given the observed b_t, by Monte Carlo;
+    both one-sided p-values are (1 + #{null beyond observed}) / (1 + draws), valid at any draws."""
+    a, b = transcript.signal_observed, transcript.signal
+    use = ok & np.isfinite(a) & np.isfinite(b) & (b > 0)
+    left_out = int(np.sum(~ok))
+    names = ("signal_to_noise_high", "signal_to_noise_low")
+    if not use.any():
+        msg = (
+            "not tested: no canary joined any batch (Σ b_t² = 0), so the canaries' signal-to-noise is unseen"
+        )
+        skipped = [CheckResult(n, "mismatch", False, 0.0, None, float("nan"), msg) for n in names]
+        return skipped[0], skipped[1]
+    b, a = b[use], a[use]
+    rho = float(b @ a / (b @ b))
+    draws = min(100_000, max(NULL_DRAWS, math.ceil(8.0 / share)))
+    A, B = _snr_null(b, transcript.probe_dims, draws, np.random.default_rng([seed, 0x5A7]))
+    cross = np.sort((rho - B) / A)  # ρ at which draw i's estimate reaches the observed one
+    p_high = (1.0 + np.searchsorted(cross, 1.0, side="right")) / (1.0 + draws)
+    p_low = (1.0 + draws - np.searchsorted(cross, 1.0, side="left")) / (1.0 + draws)
+    j = math.floor(share * (1.0 + draws))  # test inversion: the (1 − 2·share) interval
+    lo = cross[j - 1] if j >= 1 else -math.inf
+    hi = cross[draws - j] if j >= 1 else math.inf
+    head = (
+        f"signal-to-noise of the canaries is {rho:.3g}× the declared ({100 * (1 - 2 * share):.3g} % interval "
+        f"{_sf(lo)}–{_sf(hi)}"
+    )
+    tail = f", {left_out} step(s) without probe noise left out" if left_out else ""
+    high = p_high <= share
+    low = p_low <= share
+    msg_high = f"{head}, p = {p_high:.2g}{tail}): " + (
+        "noise below σC or clipping above C: the canaries moved the model more than per-example "
+        "clipping at C "
+        "with noise σC allows, so ε is larger than claimed"
+        if high
+        else "not above what per-example clipping at C with noise σC allows"
+    )
+    msg_low = f"{head}, p = {p_low:.2g}{tail}): " + (
+        "less than per-example clipping at C predicts (e.g. the batch's gradient is clipped instead of each "
+        "example's, or microbatches of several records): the claim is not proven for this code"
+        if low
+        else "not below what per-example clipping at C predicts"
+    )
+    return (
+        CheckResult(names[0], "mismatch", bool(high), share, float(p_high), rho, msg_high),
+        CheckResult(names[1], "mismatch", bool(low), share, float(p_low), rho, msg_low),
+    )
+
+
+def run_checks(
+    transcript: Transcript, declared: DeclaredDPSGD, level: float, *, seed: int = 0
+) -> list[CheckResult]:
+    """Every conformance check of one run; the mismatch checks jointly at ``level`` (see the module
+    docstring for the split), warnings each at ``level``; ``seed`` drives the Monte Carlo nulls."""
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must lie in (0, 1), got {level!r}")
+    T, k = transcript.steps, transcript.probe_dims
+    poisson = declared.sampling == "poisson"
+    sq = transcript.probe_scale**2
+    ok = np.isfinite(sq) & (sq > 0)
+    divisors = np.maximum(transcript.batch_rows + transcript.canary_rows, 1)
+    allowance = float(divisors.max() / divisors.min()) if T else 1.0
+    repeat_bound = _repeat_bound(declared, T)
+    repeat_runs = repeat_bound <= level / 4
+    quiet_bound = _floor_p_value(NO_NOISE**2, T, k, allowance)
+    relative = quiet_bound <= level / 4
+    budget = level - (repeat_bound if repeat_runs else 0.0) - (quiet_bound if relative else 0.0)
+    floor_kind = "mismatch" if transcript.source == "gradients" else "warning"
+    signal_seen = bool(np.any(ok & (transcript.signal > 0) & np.isfinite(transcript.signal_observed)))
+    applies = {
+        "batch_size_mean": poisson and T > 0,
+        "noise_floor": floor_kind == "mismatch" and T >= 2,
+        "noise_reuse": k >= 2 and int(ok.sum()) >= 2,
+        "signal_to_noise_high": signal_seen,
+        "signal_to_noise_low": signal_seen,
+    }
+    share = budget / max(1, sum(applies.values()))
+    results = [_steps_check(transcript, declared)]
+    if T == 0:
+        return results
+    if not poisson:
+        results.append(_records_per_epoch_check(transcript, declared))
+    if applies["batch_size_mean"]:
+        results.append(_batch_size_mean_check(transcript, declared, share))
+    results.append(_fixed_size_check(transcript, declared, level))
+    results.append(_repeated_batches_check(transcript, repeat_bound, repeat_runs))
+    results.append(_noise_present_check(transcript, sq, quiet_bound if relative else 0.0, relative))
+    if T >= 2:
+        results.append(
+            _noise_floor_check(sq, k, allowance, floor_kind, share if applies["noise_floor"] else level)
+        )
+    if applies["noise_reuse"]:
+        results.append(_noise_reuse_check(transcript, ok, share))
+    results.extend(_snr_checks(transcript, ok, share, seed))
+    return results
+
+
+def check_summary(results: list[CheckResult]) -> str:
+    """A few lines: the mismatch verdict of these checks, then one line per check."""
+    bad = [r.name for r in results if r.kind == "mismatch" and r.rejected]
+    lines = [f"DOES NOT MATCH the declared DP-SGD: {', '.join(bad)}" if bad
+             else "matches the declared DP-SGD on every mismatch check"]  # fmt: skip
+    for r in results:
+        state = ("REJECTED" if r.kind == "mismatch" else "WARNING") if r.rejected else "passed"
+        p = f", p = {r.p_value:.2g}" if r.p_value is not None else ""
+        lines.append(f"  [{state}] {r.name} ({r.kind}, level {r.level:.2g}{p}): {r.message}")
+    return "\n".join(lines)

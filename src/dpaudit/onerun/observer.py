@@ -1,0 +1,355 @@
+"""Watch every step of the user's own Keras training, never change it, and write a :class:`Transcript`.
+
+Three read-only taps, installed when ``fit`` starts:
+
+* ``model.train_step`` is wrapped to copy the batch it receives (to see which canaries and how many
+  records the user's loader delivered) and then runs the user's own step unchanged;
+* ``optimizer.apply_gradients`` is wrapped to copy the privatized gradient it receives on the inert
+  rows of the first dense layer (the tap works for SGD, Adam, TF Privacy's DP optimizers and
+  hand-written steps that call it);
+* a callback computes, at each step's start, every canary's gradient at the current iterate θ_t (TF's
+  ``GradientTape.jacobian``, vectorised), and at its end turns the observed gradient — or, when
+  ``apply_gradients`` never ran, minus the change of the inert weights — into the statistics of
+  :mod:`dpaudit.onerun.transcript`.
+
+Nothing is added to any gradient: canaries reach the model only through the user's batches.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import numpy as np
+
+from dpaudit.onerun.canaries import REMEDY, CanaryDesign
+from dpaudit.onerun.declaration import DeclaredDPSGD
+from dpaudit.onerun.stepstats import canary_statistics, residual_statistics
+from dpaudit.onerun.transcript import Transcript
+
+__all__ = ["StepObserver", "first_dense_kernel", "per_example_loss", "stochastic_layers"]
+
+PASSTHROUGH_LAYERS = ("InputLayer", "Flatten", "Reshape", "Dropout")
+#: Layers whose training output is random or depends on the rest of the batch: with one of them the
+#: clipped sum cannot be recomputed exactly and the residual check is skipped (and said so).
+STOCHASTIC = ("Dropout", "GaussianNoise", "GaussianDropout", "AlphaDropout", "BatchNormalization")
+#: Canaries whose gradient the callback computes at once (bounds the jacobian's memory).
+CHUNK = 256
+#: Target median gradient norm of a canary at θ_0, in units of C: "large enough to be clipped".
+CLIP_RATIO = 4.0
+
+
+def first_dense_kernel(model: Any, features: int) -> Any:
+    """The kernel [features, units] of the dense layer that reads the raw input, or a ``ValueError``."""
+    import tensorflow as tf
+
+    for layer in model.layers:
+        name = type(layer).__name__
+        if name in PASSTHROUGH_LAYERS:
+            continue
+        if isinstance(layer, tf.keras.layers.Dense) and int(layer.kernel.shape[0]) == features:
+            if layer.kernel_regularizer is not None:
+                raise ValueError(
+                    f"layer {layer.name!r} has a kernel regularizer: real records' gradients then move every "
+                    "first-layer weight and no parameter is inert; audit without it"
+                )
+            return layer.kernel
+        raise ValueError(
+            f"the first layer that reads the input is {name} {layer.name!r}, not a Dense layer on all "
+            f"{features} input features: no parameters that only canaries move. Remedy: {REMEDY}"
+        )
+    raise ValueError("the model has no layer that reads the input")
+
+
+def stochastic_layers(model: Any) -> list[str]:
+    """Names of the layers whose training-mode output is random or batch-dependent (see STOCHASTIC)."""
+    found = []
+    for layer in model.submodules:
+        name = type(layer).__name__
+        if any(name.endswith(kind) for kind in STOCHASTIC) or name.startswith("Random"):
+            found.append(f"{name} {getattr(layer, 'name', '')!r}")
+    return found
+
+
+def per_example_loss(model: Any, loss: Any = None) -> Any:
+    """The model's compiled loss (or ``loss``) with no reduction: one value per example."""
+    import tensorflow as tf
+
+    loss = loss if loss is not None else model.loss
+    if loss is None:
+        raise ValueError("the model has no compiled loss; pass loss= to the auditor")
+    if isinstance(loss, tf.keras.losses.Loss):
+        return loss.__class__.from_config({**loss.get_config(), "reduction": "none"})
+    if isinstance(loss, str):
+        return tf.keras.losses.get(loss)
+    return loss
+
+
+def _row_hashes(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """A 64-bit digest of each (x, y) row's bytes (equal rows, equal digests)."""
+    xs = np.ascontiguousarray(x.reshape(x.shape[0], -1))
+    ys = np.ascontiguousarray(y.reshape(y.shape[0], -1))
+    out = np.empty(x.shape[0], dtype=np.uint64)
+    for i in range(x.shape[0]):
+        h = hashlib.blake2b(xs[i].tobytes() + ys[i].tobytes(), digest_size=8).digest()
+        out[i] = np.frombuffer(h, dtype=np.uint64)[0]
+    return out
+
+
+class StepObserver:
+    """Taps one model's training (see the module docstring) and accumulates its transcript."""
+
+    def __init__(
+        self, design: CanaryDesign, declared: DeclaredDPSGD, table_x: Any, table_y: Any, included: np.ndarray
+    ) -> None:
+        self.design, self.declared = design, declared
+        self.table_x, self.table_y, self.included = table_x, table_y, included
+        self.scale: float | None = None
+        self._model: Any = None
+        self._steps: list[dict[str, Any]] = []
+        self._epoch = -1
+        f = design.features
+        self._rows = np.concatenate([f.canary, f.probe])
+        self._n_canary_rows = f.canary.size
+        self._canary_index: dict[bytes, int] = {}
+
+    # ------------------------------------------------------------------------------------ install
+
+    def install(self, model: Any, loss: Any = None) -> None:
+        """Tap ``model`` (once) and set the canaries' scale from their gradients at θ_0."""
+        import tensorflow as tf
+
+        if self._model is not None:
+            if model is not self._model:
+                raise ValueError("this auditor already watches another model; use one auditor per run")
+            return
+        if int(getattr(model, "_steps_per_execution", None) or 1) > 1:
+            raise ValueError("the audit observes every step: compile with steps_per_execution=1")
+        f = self.design.features
+        self.kernel = first_dense_kernel(model, f.features)
+        self._loss = per_example_loss(model, loss)
+        self._variables = list(model.trainable_variables)
+        self._kernel_index = next(i for i, v in enumerate(self._variables) if v.ref() == self.kernel.ref())
+        self._index = {v.ref(): i for i, v in enumerate(self._variables)}
+        self._batch_x = tf.Variable(
+            tf.zeros([0, *f.input_shape], f.x_dtype), shape=tf.TensorShape(None), trainable=False
+        )
+        self._batch_y = tf.Variable(tf.zeros([0], f.y_dtype), shape=tf.TensorShape(None), trainable=False)
+        self._grads = [tf.Variable(tf.zeros(v.shape, tf.float32), trainable=False) for v in self._variables]
+        self._fired = tf.Variable(0, dtype=tf.int64, trainable=False)
+        self.nondeterministic = stochastic_layers(model)
+        self._clipped = (
+            None
+            if self.nondeterministic
+            else [tf.Variable(tf.zeros(v.shape, tf.float32), trainable=False) for v in self._variables]
+        )
+        self._model = model
+        clipped_sum = self._build_clipped_sum(model)
+
+        original_step = model.train_step
+
+        def train_step(data: Any) -> Any:
+            x, y, _ = tf.keras.utils.unpack_x_y_sample_weight(data)
+            self._batch_x.assign(x)
+            self._batch_y.assign(y)
+            if self._clipped is not None:
+                for var, value in zip(self._clipped, clipped_sum(x, y), strict=True):
+                    var.assign(value)
+            return original_step(data)
+
+        optimizer = model.optimizer
+        original_apply = optimizer.apply_gradients
+
+        def apply_gradients(grads_and_vars: Any, *args: Any, **kwargs: Any) -> Any:
+            pairs = list(grads_and_vars)
+            for grad, var in pairs:
+                i = self._index.get(var.ref())
+                if grad is not None and i is not None:
+                    self._grads[i].assign(tf.cast(tf.convert_to_tensor(grad), tf.float32))
+                    if i == self._kernel_index:
+                        self._fired.assign_add(1)
+            return original_apply(pairs, *args, **kwargs)
+
+        model.train_step = train_step
+        optimizer.apply_gradients = apply_gradients
+        model.make_train_function(force=True)
+        self._grad_fn = self._build_gradient_fn(model)
+        self.scale = self._calibrate()
+        inputs = self.design.inputs(self.scale)
+        keys = inputs.reshape(inputs.shape[0], -1)[:, f.canary]
+        self._canary_index = {row.tobytes(): j for j, row in enumerate(keys)}
+        self.table_x.assign(inputs[self.included])
+
+    def _build_clipped_sum(self, model: Any) -> Any:
+        """In-graph: Σ_i clip_C(g_i) over the batch at the current θ (per variable), as declared."""
+        import tensorflow as tf
+
+        variables, clip = self._variables, float(self.declared.clip_norm)
+
+        def clipped_sum(x: Any, y: Any) -> list[Any]:
+            n = tf.shape(x)[0]
+            with tf.GradientTape() as tape:
+                losses = tf.reduce_mean(tf.reshape(self._loss(y, model(x, training=False)), [n, -1]), axis=1)
+            jac = tape.jacobian(losses, variables, unconnected_gradients="zero")
+            sq = tf.add_n([tf.reduce_sum(tf.reshape(tf.square(j), [n, -1]), axis=1) for j in jac])
+            factor = tf.minimum(1.0, clip / tf.maximum(tf.sqrt(sq), 1e-30))
+            return [tf.tensordot(factor, tf.cast(j, tf.float32), axes=1) for j in jac]
+
+        return clipped_sum
+
+    def _build_gradient_fn(self, model: Any) -> Any:
+        import tensorflow as tf
+
+        variables = list(model.trainable_variables)
+        k_index = next(i for i, v in enumerate(variables) if v.ref() == self.kernel.ref())
+        rows = tf.constant(self.design.features.canary, tf.int32)
+
+        @tf.function(reduce_retracing=True)
+        def grads(x: Any, y: Any) -> Any:
+            with tf.GradientTape() as tape:
+                losses = tf.reshape(self._loss(y, model(x, training=False)), [tf.shape(x)[0], -1])
+                losses = tf.reduce_mean(losses, axis=1)
+            jac = tape.jacobian(losses, variables, unconnected_gradients="zero")
+            sq = tf.add_n(
+                [tf.reduce_sum(tf.reshape(tf.square(j), [tf.shape(x)[0], -1]), axis=1) for j in jac]
+            )
+            on_s = tf.reshape(tf.gather(jac[k_index], rows, axis=1), [tf.shape(x)[0], -1])
+            return on_s, tf.sqrt(sq)
+
+        return grads
+
+    def canary_gradients(self, scale: float) -> tuple[np.ndarray, np.ndarray]:
+        """Every canary's gradient on the canary rows [m, |S|] and its full norm [m], at the current θ."""
+        x, y = self.design.inputs(scale), self.design.targets()
+        parts = [self._grad_fn(x[i : i + CHUNK], y[i : i + CHUNK]) for i in range(0, x.shape[0], CHUNK)]
+        on_s = np.concatenate([np.asarray(p[0], dtype=np.float64) for p in parts])
+        norms = np.concatenate([np.asarray(p[1], dtype=np.float64) for p in parts])
+        return on_s, norms
+
+    def _calibrate(self) -> float:
+        """The canaries' input scale, from their gradient norms at θ_0 over a ×2 grid of scales.
+
+        The smallest scale whose median norm is ≥ 4·C ("large enough to be clipped"); where the loss
+        saturates first (a large input makes half the canaries confidently right: their gradient
+        vanishes), the scale of the largest median, if that is still above C.
+        """
+        target, clip = CLIP_RATIO * self.declared.clip_norm, self.declared.clip_norm
+        scales = 2.0 ** np.arange(-8, 25)
+        medians = []
+        for scale in scales:
+            medians.append(float(np.median(self.canary_gradients(float(scale))[1])))
+            if medians[-1] >= target:
+                return float(scale)
+        best = int(np.argmax(medians))
+        if medians[best] <= clip:
+            raise ValueError(
+                f"the canaries' gradients never exceed C = {clip:g} (largest median norm {medians[best]:.3g} "
+                "over input scales 2^-8..2^24): the loss hardly responds to the inert features"
+            )
+        return float(scales[best])
+
+    # -------------------------------------------------------------------------------- every step
+
+    def epoch_begin(self) -> None:
+        self._epoch += 1
+
+    def batch_begin(self) -> None:
+        import tensorflow as tf
+
+        self._on_s, self._norms = self.canary_gradients(float(self.scale))
+        self._before = [v.numpy().astype(np.float64) for v in self._variables]
+        self._fired_before = int(self._fired.numpy())
+        for g in self._grads:
+            g.assign(tf.zeros_like(g))
+
+    def batch_end(self) -> None:
+        fired = int(self._fired.numpy()) > self._fired_before
+        if fired:
+            update = [g.numpy().astype(np.float64) for g in self._grads]
+        else:
+            update = [b - v.numpy() for b, v in zip(self._before, self._variables, strict=True)]
+        x = np.asarray(self._batch_x.numpy())
+        y = np.asarray(self._batch_y.numpy())
+        flat = x.reshape(x.shape[0], -1)
+        canary_features = self.design.features.canary
+        is_canary = np.any(flat[:, canary_features] != 0, axis=1)
+        present = np.zeros(self._on_s.shape[0], dtype=bool)
+        for row in flat[is_canary][:, canary_features]:
+            j = self._canary_index.get(row.tobytes())
+            if j is not None:
+                present[j] = True
+        real = ~is_canary
+        hashes = np.sort(_row_hashes(x[real], y[real]))
+        key = np.frombuffer(hashlib.blake2b(hashes.tobytes(), digest_size=8).digest(), dtype=np.uint64)[0]
+        declared = self.declared
+        stats = canary_statistics(
+            update[self._kernel_index][self._rows],
+            self._n_canary_rows,
+            self._on_s,
+            self._norms,
+            present,
+            declared.noise_multiplier,
+            declared.clip_norm,
+        )
+        if self._clipped is not None:
+            clipped = [c.numpy() for c in self._clipped]
+            probe_rows = self.design.features.probe
+            stats["residual"] = residual_statistics(
+                update, clipped, self._kernel_index, probe_rows, stats["s_hat"]
+            )
+        stats |= {
+            "fired": fired,
+            "batch_rows": int(real.sum()),
+            "canary_rows": int(is_canary.sum()),
+            "epoch": max(self._epoch, 0),
+            "batch_key": key,
+        }
+        self._steps.append(stats)
+
+    # ---------------------------------------------------------------------------------- results
+
+    @property
+    def steps_observed(self) -> int:
+        return len(self._steps)
+
+    @property
+    def hook_fired(self) -> bool:
+        """Whether ``apply_gradients`` received the kernel's gradient at every observed step."""
+        return bool(self._steps) and all(s["fired"] for s in self._steps)
+
+    def transcript(self) -> Transcript:
+        """The run so far as a :class:`Transcript` (gradients if the tap saw every step, else iterates)."""
+        if not self._steps:
+            raise ValueError("no training step was observed: pass audit.callback() to fit()")
+        steps = self._steps
+
+        def stack(key: str, dtype: Any = np.float64) -> np.ndarray:
+            return np.asarray([s[key] for s in steps], dtype=dtype)
+
+        return Transcript(
+            source="gradients" if self.hook_fired else "iterates",
+            projections=stack("projections"),
+            expected=stack("expected"),
+            present=stack("present", bool),
+            signal=stack("signal"),
+            signal_observed=stack("signal_observed"),
+            probe=stack("probe"),
+            batch_rows=stack("batch_rows", np.int64),
+            canary_rows=stack("canary_rows", np.int64),
+            epoch=stack("epoch", np.int64),
+            batch_keys=stack("batch_key", np.uint64),
+            update_norm=stack("update_norm"),
+            **self._residual_fields(),
+        )
+
+    def _residual_fields(self) -> dict[str, Any]:
+        if self._clipped is None:
+            return {}
+        f = self.design.features
+        dims = [int(np.prod(v.shape)) for v in self._variables]
+        dims[self._kernel_index] -= f.probe.size * int(self.kernel.shape[1])
+        return {
+            "residual": np.asarray([s["residual"] for s in self._steps], dtype=np.float64),
+            "residual_dims": np.asarray(dims, dtype=np.int64),
+            "residual_names": tuple(v.name for v in self._variables),
+        }
