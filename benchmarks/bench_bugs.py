@@ -45,7 +45,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--only", nargs="+", metavar="NAME", choices=ENTRIES, help="run only these entries")
     parser.add_argument("--epochs", type=int, default=10, help="epochs each run trains (and declares)")
     parser.add_argument(
-        "--canaries", type=int, default=None, help=f"canaries per audit (default 500; --quick: {QUICK_CANARIES})"
+        "--canaries", type=int, default=None, help=f"per audit (default 500; --quick: {QUICK_CANARIES})"
     )
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="runs audited at once")
     args = parser.parse_args(argv)

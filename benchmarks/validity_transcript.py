@@ -13,6 +13,9 @@ declared mechanism, so every rejection is a false alarm and every ε_LB above th
 * (b) the transcript score (:func:`dpaudit.onerun.transcript.transcript_scores`) through the
   ``steinke`` one-run analysis at 95 %: ε_LB above the declared mechanism's PLD ε (σ = 1, q = 0.05,
   T = 100, computed once) at most 5 % of the time;
+* (d) the clipped-sum residual check (:func:`dpaudit.onerun.residual.residual_check`, level 0.05) on
+  simulated runs whose residuals follow the declared DP-SGD exactly (χ²_{d_v} over the probe's
+  χ²_k / k, per step and variable, for the digits MLP's six variables): rejections at most 5 %;
 * (c) the power statement (:func:`dpaudit.onerun.power.detectable_epsilon`, 80 %, claim 2, m = 1000,
   at the verdict's 97.5 %): ideal games at the stated ε, audited by ``audit_one_run`` itself, are
   detected in 70–90 % of runs (or within 2 Monte Carlo s.e. of 80 % when that is wider).
@@ -24,6 +27,7 @@ Run: `python benchmarks/validity_transcript.py` (full, a few minutes) or `--quic
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 from pathlib import Path
@@ -34,6 +38,7 @@ from dpaudit.bounds.onerun import audit_one_run, gdp_mu_for_epsilon
 from dpaudit.onerun.conformance import run_checks
 from dpaudit.onerun.declaration import DeclaredDPSGD
 from dpaudit.onerun.power import detectable_epsilon
+from dpaudit.onerun.residual import residual_check
 from dpaudit.onerun.simulate import simulate_transcript
 from dpaudit.onerun.transcript import transcript_scores
 
@@ -133,6 +138,39 @@ def bound_checks(quick: bool, seed: int) -> list[dict]:
     return [row("transcript score + steinke", "simulated DP-SGD (Poisson)", setting, over, repeats)]
 
 
+#: The digits MLP 64-64-10's variables, the first kernel less its probe row: the residual's d_v.
+RESIDUAL_DIMS = np.array([63 * 64, 64, 64 * 64, 64, 64 * 10, 10])
+
+
+def residual_checks(quick: bool, seed: int) -> list[dict]:
+    """(d): the residual check's rejections when the update is exactly the clipped sum plus noise."""
+    repeats = 60 if quick else 400
+    declared = SETTINGS["correct DP-SGD, Poisson (divisor: batch size)"][0]
+    names = tuple(f"v{i}" for i in range(RESIDUAL_DIMS.size))
+    rejected = 0
+    for rep in range(repeats):
+        rng = np.random.default_rng([seed, rep, 53])
+        base = simulate_transcript(declared, 50, rng.random(50) < 0.5, rng)
+        k = base.probe_dims
+        chi_k = rng.chisquare(k, size=(base.steps, 1)) / k
+        residual = rng.chisquare(RESIDUAL_DIMS, size=(base.steps, RESIDUAL_DIMS.size)) / chi_k
+        transcript = dataclasses.replace(
+            base, residual=residual, residual_dims=RESIDUAL_DIMS, residual_names=names
+        )
+        rejected += residual_check(transcript, CHECK_LEVEL, seed=rep).rejected
+    setting = f"T = {declared.total_steps}, k = 64, digits MLP's 6 variables, level {CHECK_LEVEL:g}"
+    return [
+        row(
+            "conformance: clipped_sum_residual",
+            "exact null",
+            setting,
+            rejected,
+            repeats,
+            level=1.0 - CHECK_LEVEL,
+        )
+    ]
+
+
 def power_checks(quick: bool, seed: int) -> list[dict]:
     """(c): ideal games at the stated 80 %-power ε, each audited by ``audit_one_run``."""
     games = 100 if quick else 1000
@@ -161,7 +199,12 @@ def power_checks(quick: bool, seed: int) -> list[dict]:
 
 def run(quick: bool = False, seed: int = 0) -> list[dict]:
     """One dict per check; ``quick`` uses about a tenth of the repeats."""
-    return conformance_checks(quick, seed) + bound_checks(quick, seed) + power_checks(quick, seed)
+    return (
+        conformance_checks(quick, seed)
+        + bound_checks(quick, seed)
+        + residual_checks(quick, seed)
+        + power_checks(quick, seed)
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -57,10 +57,9 @@ def main() -> None:
 
     tf.keras.utils.set_random_seed(0)
     inputs = tf.keras.Input((64,))
-    hidden = tf.keras.layers.Dense(64, activation="relu")(
-        tf.keras.layers.Dense(64, activation="relu")(inputs)
-    )
-    model = DPModel(inputs, tf.keras.layers.Dense(10)(hidden))
+    hidden = tf.keras.layers.Dense(64, activation="relu", name="hidden_1")(inputs)
+    hidden = tf.keras.layers.Dense(64, activation="relu", name="hidden_2")(hidden)
+    model = DPModel(inputs, tf.keras.layers.Dense(10, name="output")(hidden))
     model.compile(
         optimizer=tf.keras.optimizers.SGD(0.25),
         loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),

@@ -206,9 +206,9 @@ def test_summary_names_the_mismatches():
 
 
 def test_false_alarm_rate_of_the_mismatch_verdict_is_at_most_its_level():
-    """300 correct runs (T = 60, m = 100): any mismatch rejected in at most 5 % + 2 s.e."""
+    """150 correct runs (T = 60, m = 100): any mismatch rejected in at most 5 % + 2 s.e."""
     declared = DeclaredDPSGD(1.0, 1.0, 100, 2000, steps=60, epsilon=2.0)
-    runs = 300
+    runs = 150
     alarms = sum(
         bool(rejected(run_checks(simulate(declared, 1000 + s, canaries=100), declared, 0.05, seed=s)))
         for s in range(runs)

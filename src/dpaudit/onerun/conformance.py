@@ -16,6 +16,17 @@ split equally (Bonferroni) among the stochastic mismatch checks that apply
 
 Notation as in :mod:`dpaudit.onerun.transcript`: ŝ_t = ‖probe_t‖/√k, and under the declaration
 ‖probe_t‖² · (n_t / σC)² ~ χ²_k independently over steps (n_t the code's unknown divisor).
+
+References: the declared step is Abadi et al. 2016, "Deep Learning with Differential Privacy",
+Alg. 1 (per-example clipping at C, noise N(0, σ²C²I), Poisson sampling for the accountant); shuffled
+batches are not what it analyses (Chua et al. 2024, "How Private are DP-SGD Implementations?");
+the cosine of two independent isotropic vectors in R^k has density ∝ (1 − c²)^((k−3)/2) (the angle's
+density ∝ sin^(k−2) θ; Cai, Fan & Jiang 2013, "Distributions of angles in random packing on
+spheres", JMLR), i.e. (1 + c)/2 ~ Beta((k−1)/2, (k−1)/2); Monte Carlo p-values (1 + #)/(1 + draws)
+are exact (Phipson & Smyth 2010, "Permutation p-values should never be zero"). scipy.stats gives
+every distribution (binomtest, binom, chi2, beta); written here, because no library has them: the
+union bounds of ``repeated_batches``, ``noise_floor`` and ``fixed_size_batches`` and the
+signal-to-noise null sampler.
 """
 
 from __future__ import annotations
@@ -111,8 +122,7 @@ def _batch_size_mean_check(transcript: Transcript, declared: DeclaredDPSGD, shar
         msg = (
             f"mean batch of {mean:.4g} real records per step vs the declared B = {declared.batch_size} "
             f"(p = {p:.2g}): the sampling rate is not the declared q = {declared.sampling_rate:.4g} "
-            "(a higher "
-            "rate spends more privacy than claimed)"
+            "(a higher rate spends more privacy than claimed)"
         )
     else:
         msg = f"mean batch of {mean:.4g} real records per step, consistent with B = {declared.batch_size}"
@@ -128,8 +138,7 @@ def _fixed_size_check(transcript: Transcript, declared: DeclaredDPSGD, level: fl
     if declared.sampling == "shuffle":
         msg = (
             f"the declaration says shuffled fixed-size batches of B = {declared.batch_size} while the "
-            "claim is "
-            f"computed for Poisson sampling at q = {declared.sampling_rate:.4g}, {not_proven}"
+            f"claim is computed for Poisson sampling at q = {declared.sampling_rate:.4g}, {not_proven}"
         )
         return CheckResult(name, "warning", True, 0.0, None, float("nan"), msg)
     values, counts = np.unique(transcript.batch_rows, return_counts=True)
@@ -199,8 +208,8 @@ def _repeated_batches_check(transcript: Transcript, bound: float, runs: bool) ->
         msg = (
             f"steps {t} and {u} drew the same batch of {int(transcript.batch_rows[t])} records "
             f"({int(repeats)} repeated pair(s)); random per-step sampling repeats a batch with "
-            f"probability ≤ {bound:.2g}: the "
-            "loader replays batches, so records are used more often than the claim assumes"
+            f"probability ≤ {bound:.2g}: the loader replays batches, so records are used more often "
+            "than the claim assumes"
         )
     else:
         msg = "no two steps drew the same batch of records"
@@ -265,7 +274,8 @@ def _max_cosine(probe: np.ndarray) -> tuple[float, int, int]:
     block = max(1, GRAM_BYTES // (8 * T))
     best, pair = -1.0, (0, 1)
     for i in range(0, T - 1, block):
-        g = np.abs(U[i : i + block] @ U[i + 1 :].T)  # row r, column c: steps i + r and i + 1 + c
+        g = U[i : i + block] @ U[i + 1 :].T  # row r, column c: steps i + r and i + 1 + c
+        np.abs(g, out=g)
         g[np.tril_indices(g.shape[0], -1, g.shape[1])] = -1.0  # keep only u > t
         flat = int(np.argmax(g))
         r, c = divmod(flat, g.shape[1])
@@ -339,8 +349,7 @@ def _snr_checks(
     low = p_low <= share
     msg_high = f"{head}, p = {p_high:.2g}{tail}): " + (
         "noise below σC or clipping above C: the canaries moved the model more than per-example "
-        "clipping at C "
-        "with noise σC allows, so ε is larger than claimed"
+        "clipping at C with noise σC allows, so ε is larger than claimed"
         if high
         else "not above what per-example clipping at C with noise σC allows"
     )

@@ -13,6 +13,9 @@ claim (monotone in v; found by bisection once). With common random numbers (base
 inclusion bits fixed) each game's correct counts only grow with μ, so each game has a threshold μ*
 above which it is detected, found in closed form from its sorted scores (:func:`detection_mu`), and
 the detection rate at ε is the share of games with μ(ε) > μ*: monotone in ε, bisected on log ε.
+That threshold (:func:`detection_mu`) is written here (no library has it); scipy does the rest,
+through :func:`~dpaudit.bounds.steinke.epsilon_from_guesses` and
+:func:`~dpaudit.bounds.onerun.gdp_mu_for_epsilon`.
 """
 
 from __future__ import annotations
@@ -119,8 +122,9 @@ def detectable_epsilon(
 ) -> float:
     """Smallest true ε whose ideal canary game makes the ``steinke`` audit at ``confidence`` exceed
     ``claimed_epsilon`` in a share ≥ ``power`` of ``simulations`` games (log-ε bisection to 1e-4,
-    the upper end returned). ``math.inf`` when even ε = 50 is not detected that often: the claim
-    lies above what m canaries can ever show (the bound saturates at m, r and δ)."""
+    the upper end returned; 1e-3 if even that is detected). ``math.inf`` when even ε = 50 is not
+    detected that often: the claim lies above what m canaries can ever show (the bound saturates at
+    m, r and δ)."""
     if not 0.0 < power < 1.0:
         raise ValueError(f"power must lie in (0, 1), got {power!r}")
     thresholds = guess_thresholds(

@@ -15,7 +15,9 @@ The knobs plant the bugs the conformance checks (:mod:`dpaudit.onerun.conformanc
 every step (a constant seed), ``skip_noise_every`` = s drops the noise at every s-th step,
 ``fixed_batches`` draws shuffled fixed-size batches under a Poisson declaration, ``divisor`` is
 ``"batch"`` (n_t = real + canary rows of the step) or ``"constant"`` (n_t = B). With the defaults the
-run is exactly the declared DP-SGD, so the canaries' true ε is at most the declaration's PLD ε.
+run is exactly the declared DP-SGD (Abadi et al. 2016, Alg. 1, on the inert coordinates), so the
+canaries' true ε is at most the declaration's PLD ε. Batch keys are sums of SplitMix64-scrambled
+record ids (Steele, Lea & Flood 2014), written here because NumPy has no vectorised 64-bit hash.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ _M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 
 
 def _mix(x: np.ndarray) -> np.ndarray:
-    """SplitMix64's finaliser (Steele et al. 2014): a fixed bijective scrambling of 64-bit record ids."""
+    """SplitMix64's finaliser (Steele, Lea & Flood 2014): a fixed bijective scrambling of 64-bit ids."""
     z = x.astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)
     z = (z ^ (z >> np.uint64(30))) * _M1
     z = (z ^ (z >> np.uint64(27))) * _M2

@@ -15,6 +15,7 @@ chance that a correct DP-SGD gets either of the first two is at most α:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -30,6 +31,11 @@ if TYPE_CHECKING:
 
 __all__ = ["MISMATCH", "NO_VIOLATION", "POWER", "VIOLATION", "Verdict", "decide"]
 
+#: Checks that read the update as the privatized gradient: from the iterates' change they hold only for a
+#: plain SGD step (momentum or Adam correlate successive changes), so there they are warnings.
+ASSUMES_SGD_UPDATE = frozenset(
+    {"noise_floor", "noise_reuse", "signal_to_noise_high", "signal_to_noise_low", "clipped_sum_residual"}
+)
 VIOLATION = "VIOLATION PROVEN"
 MISMATCH = "DOES NOT MATCH ITS DECLARED DP-SGD"
 NO_VIOLATION = "no violation found"
@@ -112,6 +118,12 @@ class Verdict:
         }
 
 
+def _as_warning(check: CheckResult) -> CheckResult:
+    """``check`` as a labelled warning (the evidence was the iterates' change, not the gradient)."""
+    note = " (from the weights' change, assuming a plain SGD update)"
+    return dataclasses.replace(check, kind="warning", message=check.message + note)
+
+
 def decide(
     transcripts: Sequence[Transcript],
     included: Sequence[np.ndarray],
@@ -154,8 +166,11 @@ def decide(
     # The residual check takes one stochastic check's share of each run's budget.
     residual_share = check_level / (len(STOCHASTIC_MISMATCH_CHECKS) + 1)
     for run, transcript in enumerate(transcripts):
-        checks += run_checks(transcript, declared, check_level - residual_share, seed=seed + run)
-        checks.append(residual_check(transcript, residual_share, seed=seed + run))
+        found = run_checks(transcript, declared, check_level - residual_share, seed=seed + run)
+        found.append(residual_check(transcript, residual_share, seed=seed + run))
+        if transcript.source == "iterates":
+            found = [_as_warning(c) if c.name in ASSUMES_SGD_UPDATE else c for c in found]
+        checks += found
     notes = list(warnings)
     notes += [c.message for c in checks if c.kind == "warning" and c.rejected]
     if any(t.source == "iterates" for t in transcripts):
