@@ -4,7 +4,7 @@ The training claims ε = 2 at δ = 1e-5 for DP-SGD with per-example clipping at 
 step clips each example's gradient layer by layer, and the loop that does so skips the output layer
 (``[:-2]``: its kernel and bias), so those gradients reach the noise unclipped. The lines marked
 ``# audit`` are the audit's only changes to the script. Run: ``python docs/examples/audit_my_dp_sgd.py``
-(under a minute on 2 cores); ``--fixed`` runs the correct step instead, ``--epochs N`` trains N epochs
+(about 10 s on 2 cores); ``--fixed`` runs the correct step instead, ``--epochs N`` trains N epochs
 (the declaration follows: the claim is then the PLD accountant's ε for σ = 1.61 and T = 23·N).
 """
 

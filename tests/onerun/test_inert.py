@@ -151,3 +151,25 @@ def test_runs_pool_their_canaries_and_every_runs_checks() -> None:
     assert run_seed(5, 0) != run_seed(5, 1) and run_seed(5, 1) == run_seed(5, 1)
     with pytest.raises(ValueError, match="never wrapped"):
         audit_runs(lambda auditor: None, declared(), runs=1, canaries=10)
+
+
+def test_the_dense_chain_shortcut_gives_the_jacobians_norms_rows_and_clipped_sums() -> None:
+    from dpaudit.onerun.pergrad import chain_functions, dense_chain, jacobian_functions
+
+    model, _ = model_and_data(noise=1.0)
+    loss = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
+    x, y = data(3)
+    x[:, :ZERO] = np.random.default_rng(4).normal(size=(N, ZERO)) * 5.0  # canary-like rows too
+    rows = tf.constant([0, 2], tf.int32)
+    layers = dense_chain(model)
+    assert (
+        layers is not None
+        and dense_chain(tf.keras.Sequential([tf.keras.Input((4, 4, 1)), tf.keras.layers.Conv2D(2, 3)]))
+        is None
+    )
+    slow = jacobian_functions(model, loss, 0, rows, 0.5)
+    fast = chain_functions(model, layers, loss, rows, 0.5)
+    for a, b in zip(slow[0](x[:50], y[:50]), fast[0](x[:50], y[:50]), strict=True):
+        np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-5, atol=1e-6)
+    for a, b in zip(slow[1](x[:50], y[:50]), fast[1](x[:50], y[:50]), strict=True):
+        np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-5, atol=1e-5)

@@ -24,6 +24,7 @@ import numpy as np
 
 from dpaudit.onerun.canaries import REMEDY, CanaryDesign
 from dpaudit.onerun.declaration import DeclaredDPSGD
+from dpaudit.onerun.pergrad import chain_functions, dense_chain, jacobian_functions
 from dpaudit.onerun.stepstats import canary_statistics, residual_statistics
 from dpaudit.onerun.transcript import Transcript
 
@@ -144,7 +145,8 @@ class StepObserver:
             else [tf.Variable(tf.zeros(v.shape, tf.float32), trainable=False) for v in self._variables]
         )
         self._model = model
-        clipped_sum = self._build_clipped_sum(model)
+        canary_fn, clipped_sum = self._gradient_functions(model)
+        self._grad_fn = tf.function(canary_fn, reduce_retracing=True)
 
         original_step = model.train_step
 
@@ -173,50 +175,31 @@ class StepObserver:
         model.train_step = train_step
         optimizer.apply_gradients = apply_gradients
         model.make_train_function(force=True)
-        self._grad_fn = self._build_gradient_fn(model)
         self.scale = self._calibrate()
         inputs = self.design.inputs(self.scale)
         keys = inputs.reshape(inputs.shape[0], -1)[:, f.canary]
         self._canary_index = {row.tobytes(): j for j, row in enumerate(keys)}
         self.table_x.assign(inputs[self.included])
 
-    def _build_clipped_sum(self, model: Any) -> Any:
-        """In-graph: Σ_i clip_C(g_i) over the batch at the current θ (per variable), as declared."""
+    def _gradient_functions(self, model: Any) -> tuple[Any, Any]:
+        """(canary, clipped_sum) functions: the Dense-chain path where it agrees with the jacobian path
+        on the canaries at θ_0 (relative 1e-4), else the jacobian path (:mod:`dpaudit.onerun.pergrad`)."""
         import tensorflow as tf
 
-        variables, clip = self._variables, float(self.declared.clip_norm)
-
-        def clipped_sum(x: Any, y: Any) -> list[Any]:
-            n = tf.shape(x)[0]
-            with tf.GradientTape() as tape:
-                losses = tf.reduce_mean(tf.reshape(self._loss(y, model(x, training=False)), [n, -1]), axis=1)
-            jac = tape.jacobian(losses, variables, unconnected_gradients="zero")
-            sq = tf.add_n([tf.reduce_sum(tf.reshape(tf.square(j), [n, -1]), axis=1) for j in jac])
-            factor = tf.minimum(1.0, clip / tf.maximum(tf.sqrt(sq), 1e-30))
-            return [tf.tensordot(factor, tf.cast(j, tf.float32), axes=1) for j in jac]
-
-        return clipped_sum
-
-    def _build_gradient_fn(self, model: Any) -> Any:
-        import tensorflow as tf
-
-        variables = list(model.trainable_variables)
-        k_index = next(i for i, v in enumerate(variables) if v.ref() == self.kernel.ref())
         rows = tf.constant(self.design.features.canary, tf.int32)
-
-        @tf.function(reduce_retracing=True)
-        def grads(x: Any, y: Any) -> Any:
-            with tf.GradientTape() as tape:
-                losses = tf.reshape(self._loss(y, model(x, training=False)), [tf.shape(x)[0], -1])
-                losses = tf.reduce_mean(losses, axis=1)
-            jac = tape.jacobian(losses, variables, unconnected_gradients="zero")
-            sq = tf.add_n(
-                [tf.reduce_sum(tf.reshape(tf.square(j), [tf.shape(x)[0], -1]), axis=1) for j in jac]
-            )
-            on_s = tf.reshape(tf.gather(jac[k_index], rows, axis=1), [tf.shape(x)[0], -1])
-            return on_s, tf.sqrt(sq)
-
-        return grads
+        clip = float(self.declared.clip_norm)
+        generic = jacobian_functions(model, self._loss, self._kernel_index, rows, clip)
+        layers = dense_chain(model)
+        if layers is None or layers[0].kernel.ref() != self.kernel.ref():
+            return generic
+        fast = chain_functions(model, layers, self._loss, rows, clip)
+        x, y = self.design.inputs(1.0)[:32], self.design.targets()[:32]
+        (s_ref, n_ref), (s_fast, n_fast) = generic[0](x, y), fast[0](x, y)
+        agree = all(
+            np.allclose(np.asarray(b), np.asarray(a), rtol=1e-4, atol=1e-6 * float(np.max(np.abs(a)) + 1e-30))
+            for a, b in ((s_ref, s_fast), (n_ref, n_fast))
+        )
+        return fast if agree else generic
 
     def canary_gradients(self, scale: float) -> tuple[np.ndarray, np.ndarray]:
         """Every canary's gradient on the canary rows [m, |S|] and its full norm [m], at the current θ."""
