@@ -29,12 +29,14 @@ def transcript(rng: np.random.Generator, inflate: float = 1.0, variable: int = 4
 def test_false_alarms_stay_under_the_level_and_a_thirty_percent_excess_on_one_variable_is_found() -> None:
     rng = np.random.default_rng(0)
     level = 0.2  # large, so that 40 runs measure it
-    runs = 25
+    runs = 15
     alarms = [residual_check(transcript(rng), level, seed=i).rejected for i in range(runs)]
     assert sum(alarms) <= runs * level + 2 * np.sqrt(runs * level * (1 - level))
     caught = residual_check(transcript(rng, inflate=1.3, variable=4), 0.001)
     assert caught.rejected and "v4" in caught.message
     assert caught.statistic == pytest.approx(1.3 * 64 / 62, rel=0.05)
+    silent = residual_check(transcript(rng, inflate=0.0, variable=5), 0.001)  # no noise on the last bias
+    assert silent.rejected and "v5 gets less noise" in silent.message
 
 
 def test_no_residuals_is_skipped_and_said() -> None:
