@@ -62,3 +62,24 @@ def test_bad_included_exits_2_naming_the_argument(files, tmp_path: Path, capsys)
         assert exc.value.code == 2
         err = capsys.readouterr().err
         assert "argument --included" in err and message in err
+
+
+def test_claimed_epsilon_turns_the_first_line_into_a_verdict(files, capsys) -> None:
+    from dpaudit.onerun.power import detectable_epsilon
+
+    s, inc, scores, included = files  # an ideal game at true ε = 4
+    argv = ["one-run", "--scores", str(s), "--included", str(inc), "--delta", "1e-5", "--analysis", "steinke"]
+    assert main([*argv, "--claimed-epsilon", "0.5"]) == 0
+    bound = audit_one_run(scores, included, delta=1e-5).epsilon_lower
+    assert bound > 0.5
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith(f"VIOLATION PROVEN: ε ≥ {bound:.3g} > claimed 0.5 (95 %, steinke")
+    assert main([*argv, "--claimed-epsilon", "4", "--json"]) == 0
+    verdict = json.loads(capsys.readouterr().out)["verdict"]
+    assert verdict["violation"] is False
+    expected = detectable_epsilon(4.0, 1e-5, 1000, confidence=0.95)
+    assert 4.0 < verdict["detectable_epsilon"] == pytest.approx(expected)
+    assert main([*argv, "--claimed-epsilon", "4"]) == 0
+    assert capsys.readouterr().out.startswith(f"no violation found: ε ≥ {bound:.3g} does not exceed")
+    assert main([*argv, "--claimed-epsilon", "40"]) == 0
+    assert "not even a perfect attack" in capsys.readouterr().out.splitlines()[0]

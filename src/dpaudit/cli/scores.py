@@ -460,10 +460,15 @@ def _one_run_text(result: dict[str, Any]) -> list[str]:
         if claim["violation"]:
             first = f"VIOLATION PROVEN: ε ≥ {eps} > claimed {claimed} ({level}, {name}; {head['assumption']})"
         else:
+            detectable = claim["detectable_epsilon"]
+            reach = (
+                f"a perfect attack detects true ε ≥ {detectable:.3g} with 80 % power"
+                if detectable is not None and math.isfinite(detectable)
+                else "not even a perfect attack could prove more than the claim: add canaries"
+            )
             first = (
                 f"no violation found: ε ≥ {eps} does not exceed the claimed {claimed}; with "
-                f"{result['canaries']} canaries a perfect attack detects true ε ≥ "
-                f"{claim['detectable_epsilon']:.3g} with 80 % power ({name})"
+                f"{result['canaries']} canaries {reach} ({name})"
             )
         lines.insert(0, first)
     for key, b in bounds.items():

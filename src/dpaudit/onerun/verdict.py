@@ -16,6 +16,7 @@ chance that a correct DP-SGD gets either of the first two is at most α:
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -83,10 +84,13 @@ class Verdict:
             names = ", ".join(sorted({c.name for c in self.mismatches}))
             return f"{MISMATCH}: {names} ({pct})"
         passed = ", ".join(sorted({c.name for c in self.checks if c.kind == "mismatch"}))
-        return (
-            f"{NO_VIOLATION}; this audit detects true ε ≥ {self.detectable_epsilon:.3g} with "
-            f"{100 * POWER:g} % power at m = {self.bound.canaries}, and these checks passed: {passed}"
+        reach = (
+            f"this audit detects true ε ≥ {self.detectable_epsilon:.3g} with {100 * POWER:g} % power at "
+            f"m = {self.bound.canaries}"
+            if math.isfinite(self.detectable_epsilon)
+            else f"at m = {self.bound.canaries} not even a perfect attack could prove ε above the claim"
         )
+        return f"{NO_VIOLATION}; {reach}, and these checks passed: {passed}"
 
     def __str__(self) -> str:
         lines = [self.headline(), f"  declared: {self.declaration}"]
