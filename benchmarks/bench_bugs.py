@@ -42,6 +42,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--quick", action="store_true", help=f"{QUICK_SEEDS} seeds and {QUICK_CANARIES} canaries per entry"
     )
     parser.add_argument("--seeds", type=int, default=10, help="seeds per entry (default 10; --quick: 3)")
+    parser.add_argument("--first-seed", type=int, default=0, help="seeds run from here (to extend a run)")
     parser.add_argument("--only", nargs="+", metavar="NAME", choices=ENTRIES, help="run only these entries")
     parser.add_argument("--epochs", type=int, default=10, help="epochs each run trains (and declares)")
     parser.add_argument(
@@ -53,8 +54,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.seeds = QUICK_SEEDS
     if args.canaries is None:
         args.canaries = QUICK_CANARIES if args.quick else 500
-    if args.seeds < 1 or args.jobs < 1:
-        parser.error("--seeds and --jobs must be >= 1")
+    if args.seeds < 1 or args.jobs < 1 or args.first_seed < 0:
+        parser.error("--seeds and --jobs must be >= 1, --first-seed >= 0")
     return args
 
 
@@ -78,6 +79,9 @@ def audit_one(name: str, seed: int, epochs: int, canaries: int) -> dict[str, Any
     verdict = entry.run(seed, epochs=epochs, canaries=canaries)
     seconds = time.perf_counter() - start
     rho = next((c.statistic for c in verdict.checks if c.name == "signal_to_noise_high"), math.nan)
+    import tensorflow as tf
+
+    tf.keras.backend.clear_session()  # each run builds new models and traced steps: free the last one's
     return {
         "name": name,
         "class": entry.BUG_CLASS,
@@ -130,7 +134,8 @@ def table(records: list[dict[str, Any]], names: list[str]) -> str:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     names = list(args.only or ENTRIES)
-    jobs = [(name, seed) for seed in range(args.seeds) for name in names]
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    jobs = [(name, seed) for seed in seeds for name in names]
     records: list[dict[str, Any]] = []
     start = time.perf_counter()
     threads = 1 if args.jobs > 1 else 0

@@ -74,7 +74,7 @@ def test_wrap_keeps_the_users_batches_and_adds_only_included_canaries_at_rate_q(
     # each of the included canaries joins a batch with probability q = B / N
     expected = audit.included.sum() * B / N
     assert abs(np.mean(counts) - expected) < 4 * np.sqrt(expected / len(counts))
-    assert "unchanged" in audit._inert.added
+    assert "unchanged" in audit.added and f"{audit.included.sum()} of 400 canaries" in audit.added
 
 
 def test_correct_dp_sgd_shows_the_declared_signal_to_noise_and_a_tenth_of_the_noise_ten_times_it() -> None:

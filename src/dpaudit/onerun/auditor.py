@@ -330,6 +330,11 @@ class OneRunAuditor:
             values.append(np.asarray(loss(y, model(x, training=False))).reshape(len(x), -1).mean(axis=1))
         return -np.concatenate(values)
 
+    @property
+    def added(self) -> str:
+        """What :meth:`wrap` added to the user's data (inert canaries; empty before ``wrap``)."""
+        return self._inert.added if self._inert is not None else ""
+
     def verdict(self) -> Verdict:
         """The verdict against the declared claim (see :mod:`dpaudit.onerun.verdict`), at ``confidence``
         jointly; only ``kind="inert"`` observes enough of the run to give one."""
