@@ -6,8 +6,8 @@ the documented ``OneRunAuditor`` lines, claiming ε = 2) for several seeds, and 
 entry and seed, then the detection table (caught / seeds per entry) in Markdown. A control caught is a
 false alarm; a bug not caught is a miss (see ``rho`` and ``mismatches`` in its lines).
 
-    python benchmarks/bench_bugs.py --quick             # every entry, 3 seeds (≤ 10 min on 2 cores)
-    python benchmarks/bench_bugs.py                     # every entry, 10 seeds
+    python benchmarks/bench_bugs.py --quick             # every entry, 3 seeds (443 s on 2 busy cores)
+    python benchmarks/bench_bugs.py                     # every entry, 10 seeds (1514 s on 2 busy cores)
     python benchmarks/bench_bugs.py --only noise_div10 control_tfp_sgd --seeds 2
 
 ``--jobs`` audits that many runs at once, in separate processes (one TF thread each).
@@ -32,28 +32,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bug_catalogue import ENTRIES, load
 
 QUICK_SEEDS = 3
-#: Canaries per audit in --quick: the observer's per-step cost grows with m (500: about 3× slower).
-QUICK_CANARIES = 100
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--quick", action="store_true", help=f"{QUICK_SEEDS} seeds and {QUICK_CANARIES} canaries per entry"
-    )
+    parser.add_argument("--quick", action="store_true", help=f"{QUICK_SEEDS} seeds per entry (~7 min)")
     parser.add_argument("--seeds", type=int, default=10, help="seeds per entry (default 10; --quick: 3)")
     parser.add_argument("--first-seed", type=int, default=0, help="seeds run from here (to extend a run)")
     parser.add_argument("--only", nargs="+", metavar="NAME", choices=ENTRIES, help="run only these entries")
     parser.add_argument("--epochs", type=int, default=10, help="epochs each run trains (and declares)")
-    parser.add_argument(
-        "--canaries", type=int, default=None, help=f"per audit (default 500; --quick: {QUICK_CANARIES})"
-    )
+    parser.add_argument("--canaries", type=int, default=500, help="canaries per audit (cost grows with it)")
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="runs audited at once")
     args = parser.parse_args(argv)
     if args.quick:
         args.seeds = QUICK_SEEDS
-    if args.canaries is None:
-        args.canaries = QUICK_CANARIES if args.quick else 500
     if args.seeds < 1 or args.jobs < 1 or args.first_seed < 0:
         parser.error("--seeds and --jobs must be >= 1, --first-seed >= 0")
     return args
