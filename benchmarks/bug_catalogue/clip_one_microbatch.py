@@ -3,9 +3,7 @@ microbatch."""
 
 from __future__ import annotations
 
-from tensorflow_privacy import DPKerasSGDOptimizer
-
-from dpaudit.onerun import DeclaredDPSGD, OneRunAuditor, Verdict  # audit
+from dpaudit.onerun import Verdict
 
 from . import common
 
@@ -27,16 +25,10 @@ def run(seed: int, epochs: int = common.EPOCHS, canaries: int = 500) -> Verdict:
     x, y = common.digits()
     sigma = common.declared_sigma()
     train_ds = common.shuffled_batches(x, y, seed)
-    optimizer = DPKerasSGDOptimizer(
-        l2_norm_clip=common.CLIP, noise_multiplier=sigma, num_microbatches=1,  # the bug: "1 = none"
-        learning_rate=common.LEARNING_RATE,
-    )
+    optimizer = common.dp_keras_sgd(sigma, num_microbatches=1)  # the bug: "1 = none"
     model = common.tfp_model(seed, optimizer)
 
-    declared = DeclaredDPSGD(noise_multiplier=sigma, clip_norm=common.CLIP, batch_size=common.BATCH,  # audit
-                             dataset_size=len(x), epochs=epochs, delta=common.DELTA,  # audit
-                             sampling="shuffle", epsilon=common.CLAIMED_EPSILON)  # audit
-    audit = OneRunAuditor(canaries=canaries, declared=declared, seed=seed)  # audit
+    audit = common.declared_audit(seed, epochs, canaries)  # audit
     train_ds = audit.wrap(train_ds)  # audit
     model.fit(train_ds, epochs=epochs, verbose=0, callbacks=[audit.callback()])  # audit
     return audit.verdict()  # audit

@@ -163,3 +163,36 @@ def tfp_model(seed: int, optimizer: Any) -> Any:
     model = mlp(seed)
     model.compile(optimizer=optimizer, loss=per_example_loss(), metrics=["accuracy"])
     return model
+
+
+def dp_keras_sgd(noise_multiplier: float, num_microbatches: int | None = None) -> Any:
+    """TF Privacy's ``DPKerasSGDOptimizer`` at C = :data:`CLIP` and :data:`LEARNING_RATE`."""
+    from tensorflow_privacy import DPKerasSGDOptimizer
+
+    return DPKerasSGDOptimizer(
+        l2_norm_clip=CLIP,
+        noise_multiplier=noise_multiplier,
+        num_microbatches=num_microbatches,
+        learning_rate=LEARNING_RATE,
+    )
+
+
+# ------------------------------------------------------------------------------------------- audit
+
+
+def declared_audit(seed: int, epochs: int, canaries: int, sampling: str = "shuffle") -> Any:
+    """The documented audit set-up every script adds (its ``# audit`` lines): the claim it makes — the
+    declared σ, C, B, N, epochs and δ with ε = 2 — and an ``OneRunAuditor`` of ``canaries`` for it."""
+    from dpaudit.onerun import DeclaredDPSGD, OneRunAuditor
+
+    declared = DeclaredDPSGD(
+        noise_multiplier=declared_sigma(),
+        clip_norm=CLIP,
+        batch_size=BATCH,
+        dataset_size=N_TRAIN,
+        epochs=epochs,
+        delta=DELTA,
+        sampling=sampling,
+        epsilon=CLAIMED_EPSILON,
+    )
+    return OneRunAuditor(canaries=canaries, declared=declared, seed=seed)

@@ -4,9 +4,8 @@ an epoch."""
 from __future__ import annotations
 
 import numpy as np
-from tensorflow_privacy import DPKerasSGDOptimizer
 
-from dpaudit.onerun import DeclaredDPSGD, OneRunAuditor, Verdict  # audit
+from dpaudit.onerun import Verdict
 
 from . import common
 
@@ -32,16 +31,10 @@ def run(seed: int, epochs: int = common.EPOCHS, canaries: int = 500) -> Verdict:
     hard = np.flatnonzero(np.isin(y, (1, 8, 9)))[:EXTRA]  # the bug: the same people twice
     x_train, y_train = np.concatenate([x, x[hard]]), np.concatenate([y, y[hard]])
     train_ds = common.shuffled_batches(x_train, y_train, seed)
-    optimizer = DPKerasSGDOptimizer(
-        l2_norm_clip=common.CLIP, noise_multiplier=sigma, num_microbatches=None,
-        learning_rate=common.LEARNING_RATE,
-    )
+    optimizer = common.dp_keras_sgd(sigma)
     model = common.tfp_model(seed, optimizer)
 
-    declared = DeclaredDPSGD(noise_multiplier=sigma, clip_norm=common.CLIP, batch_size=common.BATCH,  # audit
-                             dataset_size=len(x), epochs=epochs, delta=common.DELTA,  # audit
-                             sampling="shuffle", epsilon=common.CLAIMED_EPSILON)  # audit
-    audit = OneRunAuditor(canaries=canaries, declared=declared, seed=seed)  # audit
+    audit = common.declared_audit(seed, epochs, canaries)  # audit
     train_ds = audit.wrap(train_ds)  # audit
     model.fit(train_ds, epochs=epochs, verbose=0, callbacks=[audit.callback()])  # audit
     return audit.verdict()  # audit

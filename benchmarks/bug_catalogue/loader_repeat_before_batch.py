@@ -4,9 +4,8 @@ twice."""
 from __future__ import annotations
 
 import tensorflow as tf
-from tensorflow_privacy import DPKerasSGDOptimizer
 
-from dpaudit.onerun import DeclaredDPSGD, OneRunAuditor, Verdict  # audit
+from dpaudit.onerun import Verdict
 
 from . import common
 
@@ -29,16 +28,10 @@ def run(seed: int, epochs: int = common.EPOCHS, canaries: int = 500) -> Verdict:
     sigma = common.declared_sigma()
     records = tf.data.Dataset.from_tensor_slices((x, y)).repeat(2)  # the bug: meant as "train twice as long"
     train_ds = records.shuffle(2 * len(x), seed=seed, reshuffle_each_iteration=True).batch(common.BATCH)
-    optimizer = DPKerasSGDOptimizer(
-        l2_norm_clip=common.CLIP, noise_multiplier=sigma, num_microbatches=None,
-        learning_rate=common.LEARNING_RATE,
-    )
+    optimizer = common.dp_keras_sgd(sigma)
     model = common.tfp_model(seed, optimizer)
 
-    declared = DeclaredDPSGD(noise_multiplier=sigma, clip_norm=common.CLIP, batch_size=common.BATCH,  # audit
-                             dataset_size=len(x), epochs=epochs, delta=common.DELTA,  # audit
-                             sampling="shuffle", epsilon=common.CLAIMED_EPSILON)  # audit
-    audit = OneRunAuditor(canaries=canaries, declared=declared, seed=seed)  # audit
+    audit = common.declared_audit(seed, epochs, canaries)  # audit
     train_ds = audit.wrap(train_ds)  # audit
     model.fit(train_ds, epochs=epochs, verbose=0, callbacks=[audit.callback()])  # audit
     return audit.verdict()  # audit

@@ -7,7 +7,7 @@ import math
 
 import tensorflow as tf
 
-from dpaudit.onerun import DeclaredDPSGD, OneRunAuditor, Verdict  # audit
+from dpaudit.onerun import Verdict
 
 from . import common
 
@@ -39,10 +39,7 @@ def run(seed: int, epochs: int = common.EPOCHS, canaries: int = 500) -> Verdict:
     train_ds = common.shuffled_batches(x, y, seed)
     model = common.dp_model(seed, sigma, cls=KernelNoiseOnly)
 
-    declared = DeclaredDPSGD(noise_multiplier=sigma, clip_norm=common.CLIP, batch_size=common.BATCH,  # audit
-                             dataset_size=len(x), epochs=epochs, delta=common.DELTA,  # audit
-                             sampling="shuffle", epsilon=common.CLAIMED_EPSILON)  # audit
-    audit = OneRunAuditor(canaries=canaries, declared=declared, seed=seed)  # audit
+    audit = common.declared_audit(seed, epochs, canaries)  # audit
     train_ds = audit.wrap(train_ds)  # audit
     model.fit(train_ds, epochs=epochs, verbose=0, callbacks=[audit.callback()])  # audit
     return audit.verdict()  # audit

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tensorflow_privacy import DPKerasAdamOptimizer
 
-from dpaudit.onerun import DeclaredDPSGD, OneRunAuditor, Verdict  # audit
+from dpaudit.onerun import Verdict
 
 from . import common
 
@@ -26,7 +26,6 @@ def true_epsilon() -> float:
 def run(seed: int, epochs: int = common.EPOCHS, canaries: int = 500) -> Verdict:
     """Train and audit once; the ``# audit`` lines are the audit's only additions."""
     x, y = common.digits()
-    sigma = common.declared_sigma()  # the privacy statement, computed correctly for N = 1437
     train_ds = common.shuffled_batches(x, y, seed)
     optimizer = DPKerasAdamOptimizer(
         l2_norm_clip=common.CLIP, noise_multiplier=TEMPLATE_NOISE, num_microbatches=None,  # the bug
@@ -34,10 +33,7 @@ def run(seed: int, epochs: int = common.EPOCHS, canaries: int = 500) -> Verdict:
     )
     model = common.tfp_model(seed, optimizer)
 
-    declared = DeclaredDPSGD(noise_multiplier=sigma, clip_norm=common.CLIP, batch_size=common.BATCH,  # audit
-                             dataset_size=len(x), epochs=epochs, delta=common.DELTA,  # audit
-                             sampling="shuffle", epsilon=common.CLAIMED_EPSILON)  # audit
-    audit = OneRunAuditor(canaries=canaries, declared=declared, seed=seed)  # audit
+    audit = common.declared_audit(seed, epochs, canaries)  # audit: the claim, computed correctly for N = 1437
     train_ds = audit.wrap(train_ds)  # audit
     model.fit(train_ds, epochs=epochs, verbose=0, callbacks=[audit.callback()])  # audit
     return audit.verdict()  # audit

@@ -10,7 +10,12 @@ import pytest
 from scipy.stats import norm
 
 from dpaudit.bounds.onerun import audit_one_run
-from dpaudit.onerun.conformance import STOCHASTIC_MISMATCH_CHECKS, check_summary, run_checks
+from dpaudit.onerun.conformance import (
+    ASSUMES_SGD_UPDATE,
+    STOCHASTIC_MISMATCH_CHECKS,
+    check_summary,
+    run_checks,
+)
 from dpaudit.onerun.declaration import DeclaredDPSGD
 from dpaudit.onerun.simulate import simulate_transcript
 from dpaudit.onerun.transcript import transcript_scores
@@ -189,12 +194,27 @@ def test_level_split_and_iterates_warning():
     results = run_checks(simulate(POISSON, 19), POISSON, 0.05)
     mismatch_levels = [r.level for r in results if r.kind == "mismatch"]
     assert sum(mismatch_levels) <= 0.05
-    shares = [r.level for r in results if r.name in STOCHASTIC_MISMATCH_CHECKS]
-    assert shares == pytest.approx([0.01] * 5, rel=1e-9)
-    iterates = run_checks(dataclasses.replace(simulate(POISSON, 19), source="iterates"), POISSON, 0.05)
-    floor = by_name(iterates)["noise_floor"]
-    assert floor.kind == "warning" and floor.level == 0.05
-    assert by_name(iterates)["noise_reuse"].level == pytest.approx(0.05 / 4, rel=1e-9)
+    shares = {r.name: r.level for r in results if r.name in STOCHASTIC_MISMATCH_CHECKS}
+    # no residuals recorded: that check is skipped (level 0) and the other five share the level
+    assert shares == pytest.approx(
+        {**dict.fromkeys(STOCHASTIC_MISMATCH_CHECKS, 0.01), "clipped_sum_residual": 0.0}
+    )
+    dims = np.array([100, 10])
+    with_residual = dataclasses.replace(
+        simulate(POISSON, 19),
+        residual=np.full((100, 2), 1.0) * dims,
+        residual_dims=dims,
+        residual_names=("a", "b"),
+    )
+    levels = {r.name: r.level for r in run_checks(with_residual, POISSON, 0.05)}
+    assert [levels[n] for n in STOCHASTIC_MISMATCH_CHECKS] == pytest.approx([0.05 / 6] * 6, rel=1e-9)
+    iterates = by_name(run_checks(dataclasses.replace(with_residual, source="iterates"), POISSON, 0.05))
+    for name in ASSUMES_SGD_UPDATE:  # from the weights' change: labelled warnings at the full level
+        assert iterates[name].kind == "warning" and iterates[name].level == 0.05
+        assert "assuming a plain SGD update" in iterates[name].message
+    assert iterates["batch_size_mean"].kind == "mismatch" and iterates[
+        "batch_size_mean"
+    ].level == pytest.approx(0.05)
 
 
 def test_summary_names_the_mismatches():

@@ -12,6 +12,7 @@ tfp_opt = pytest.importorskip("tensorflow_privacy")
 
 from dpaudit.onerun import DeclaredDPSGD, OneRunAuditor  # noqa: E402
 from dpaudit.onerun.canaries import REMEDY, find_inert_features  # noqa: E402
+from dpaudit.onerun.transcript import transcript_scores  # noqa: E402
 
 N, B, EPOCHS, FEATURES, ZERO = 240, 24, 3, 12, 3
 
@@ -51,7 +52,7 @@ def audited_run(noise: float, canaries: int = 80, seed: int = 0) -> OneRunAudito
 
 
 def rho(audit: OneRunAuditor) -> float:
-    t = audit._inert.transcript()
+    t = audit.transcript()
     return float((t.signal * t.signal_observed).sum() / (t.signal**2).sum())
 
 
@@ -79,12 +80,15 @@ def test_wrap_keeps_the_users_batches_and_adds_only_included_canaries_at_rate_q(
 
 def test_correct_dp_sgd_shows_the_declared_signal_to_noise_and_a_tenth_of_the_noise_ten_times_it() -> None:
     correct = audited_run(noise=1.0)
-    t = correct._inert.transcript()
+    t = correct.transcript()
     assert t.source == "gradients" and t.steps == EPOCHS * (N // B)
     assert np.array_equal(t.batch_rows, np.full(t.steps, B))
     assert np.array_equal(t.present.sum(axis=1), t.canary_rows) and t.canary_rows.sum() > 0
     assert not t.present[:, ~correct.included].any()
     assert 0.6 < rho(correct) < 1.4
+    result = correct.result()  # the verdict's own scores, computed once, are the result's
+    np.testing.assert_array_equal(result.scores, transcript_scores(t, B / N))
+    assert result.verdict is not None and result.steinke is result.verdict.bound
     assert 6.0 < rho(audited_run(noise=0.1)) < 14.0
 
 
@@ -112,7 +116,7 @@ def test_a_step_that_never_calls_apply_gradients_is_observed_through_the_iterate
         callbacks=[audit.callback()],
         verbose=0,
     )
-    t = audit._inert.transcript()
+    t = audit.transcript()
     assert t.source == "iterates"
     assert np.all(t.probe == 0.0)  # nothing but canaries and noise moves the probe, and there is no noise
 
@@ -149,7 +153,7 @@ def test_runs_pool_their_canaries_and_every_runs_checks() -> None:
     assert verdict.runs == 2 and verdict.bound.canaries == 60
     assert sum(c.name == "steps" for c in verdict.checks) == 2
     assert run_seed(5, 0) != run_seed(5, 1) and run_seed(5, 1) == run_seed(5, 1)
-    with pytest.raises(ValueError, match="never wrapped"):
+    with pytest.raises(ValueError, match="did not run the audit"):
         audit_runs(lambda auditor: None, declared(), runs=1, canaries=10)
 
 

@@ -34,6 +34,8 @@ import numpy as np
 from dpaudit.bounds.onerun import DEFAULT_GUESS_FRACTIONS, OneRunAudit, audit_one_run
 from dpaudit.onerun.declaration import DeclaredDPSGD
 from dpaudit.onerun.inert import InertAudit
+from dpaudit.onerun.observer import per_example_loss
+from dpaudit.onerun.transcript import Transcript
 from dpaudit.onerun.verdict import Verdict
 
 __all__ = ["KINDS", "OneRunAuditor", "OneRunResult"]
@@ -306,8 +308,6 @@ class OneRunAuditor:
 
     def scores(self, model: Any) -> np.ndarray:
         """One score per canary, higher = "in": −loss (input) or θ_initial − θ_final (gradient)."""
-        import tensorflow as tf
-
         if self._inert is not None:
             return self._inert.scores()
         if self.kind == "gradient":
@@ -318,11 +318,7 @@ class OneRunAuditor:
             return self._initial - final
         if self._canary_x is None:
             raise ValueError("wrap() was not called: no input canaries to score")
-        loss = model.loss
-        if isinstance(loss, tf.keras.losses.Loss):
-            loss = loss.__class__.from_config({**loss.get_config(), "reduction": "none"})
-        else:
-            loss = tf.keras.losses.get(loss)
+        loss = per_example_loss(model)
         values = []
         for start in range(0, self.canaries, 256):
             x = self._canary_x[start : start + 256]
@@ -334,6 +330,12 @@ class OneRunAuditor:
     def added(self) -> str:
         """What :meth:`wrap` added to the user's data (inert canaries; empty before ``wrap``)."""
         return self._inert.added if self._inert is not None else ""
+
+    def transcript(self) -> Transcript:
+        """What the callback observed at every step (``kind="inert"``; :mod:`dpaudit.onerun.transcript`)."""
+        if self._inert is None:
+            raise ValueError("only kind='inert' observes every step")
+        return self._inert.transcript()
 
     def verdict(self) -> Verdict:
         """The verdict against the declared claim (see :mod:`dpaudit.onerun.verdict`), at ``confidence``
@@ -348,9 +350,9 @@ class OneRunAuditor:
         """Score the canaries and run both analyses (each at ``confidence``, joint over its grid);
         with a declaration, the verdict too."""
         if self._inert is not None:
-            verdict = self._inert.verdict(self.confidence, self.guess_fractions)
+            verdict = self.verdict()
             fdp = audit_one_run(
-                self._inert.scores(),
+                verdict.scores,
                 self.included,
                 delta=self.delta,
                 confidence=verdict.bound.confidence,
@@ -358,13 +360,14 @@ class OneRunAuditor:
                 seed=self.seed,
                 guess_fractions=self.guess_fractions,
             )
+            included = int(self.included.sum())
             return OneRunResult(
                 self.kind,
                 self.canaries,
-                int(self.included.sum()),
+                included,
                 verdict.bound,
                 fdp,
-                self._inert.scores(),
+                verdict.scores,
                 self.included.copy(),
                 verdict,
             )

@@ -11,8 +11,10 @@ Deterministic checks (``steps``, ``records_per_epoch``) cost nothing. Two checks
 with a probability we bound in closed form (see their functions); that bound is their level and is
 taken off the budget (or the check is reduced/skipped when the bound exceeds level/4). The rest is
 split equally (Bonferroni) among the stochastic mismatch checks that apply
-(:data:`STOCHASTIC_MISMATCH_CHECKS`); each is exact or conservative at its share. Warnings run at
-``level``. So under the declared DP-SGD, P(any mismatch rejected) ≤ ``level``.
+(:data:`STOCHASTIC_MISMATCH_CHECKS`, the clipped-sum residual of :mod:`dpaudit.onerun.residual`
+among them); each is exact or conservative at its share. Warnings run at ``level``; so do the checks
+of :data:`ASSUMES_SGD_UPDATE` when the evidence is the weights' change, as labelled warnings. So under
+the declared DP-SGD, P(any mismatch rejected) ≤ ``level``.
 
 Notation as in :mod:`dpaudit.onerun.transcript`: ŝ_t = ‖probe_t‖/√k, and under the declaration
 ‖probe_t‖² · (n_t / σC)² ~ χ²_k independently over steps (n_t the code's unknown divisor).
@@ -31,17 +33,19 @@ signal-to-noise null sampler.
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from dataclasses import dataclass
 
 import numpy as np
 from scipy.special import gammaln, logsumexp
 from scipy.stats import beta, binom, binomtest, chi2
 
+from dpaudit.onerun.check import CheckResult
 from dpaudit.onerun.declaration import DeclaredDPSGD
+from dpaudit.onerun.residual import residual_check
 from dpaudit.onerun.transcript import Transcript
 
-__all__ = ["STOCHASTIC_MISMATCH_CHECKS", "CheckResult", "check_summary", "run_checks"]
+__all__ = ["ASSUMES_SGD_UPDATE", "STOCHASTIC_MISMATCH_CHECKS", "CheckResult", "check_summary", "run_checks"]
 
 STOCHASTIC_MISMATCH_CHECKS: tuple[str, ...] = (
     "batch_size_mean",
@@ -49,28 +53,19 @@ STOCHASTIC_MISMATCH_CHECKS: tuple[str, ...] = (
     "noise_reuse",
     "signal_to_noise_high",
     "signal_to_noise_low",
+    "clipped_sum_residual",
 )
+#: Checks that read the update as the privatized gradient. When the evidence is the weights' change
+#: (the code never called ``apply_gradients``) they hold only for a plain SGD step (a learning-rate
+#: schedule, momentum or Adam change or correlate successive changes), so there they run as warnings.
+ASSUMES_SGD_UPDATE = frozenset(STOCHASTIC_MISMATCH_CHECKS) - {"batch_size_mean"}
+SGD_NOTE = " (from the weights' change, assuming a plain SGD update; a warning)"
 #: Monte Carlo draws of the signal-to-noise null (at least; more when the level share is tiny).
 NULL_DRAWS = 4000
 #: A probe below this fraction of the median probe norm is "no noise" (float noise of a noiseless sum).
 NO_NOISE = 1e-6
 #: Bytes of one block of the probes' Gram matrix (T up to 20,000 stays near this).
 GRAM_BYTES = 100_000_000
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    """One check's outcome. ``kind``: ``"mismatch"`` (a rejection means the code does not match its
-    declaration) or ``"warning"``; ``level``: its false-alarm probability under the declared DP-SGD
-    (0.0 for deterministic checks); ``message``: what was seen, what was expected, what it means."""
-
-    name: str
-    kind: str
-    rejected: bool
-    level: float
-    p_value: float | None
-    statistic: float
-    message: str
 
 
 def _sf(x: float) -> str:
@@ -247,7 +242,7 @@ def _noise_present_check(transcript: Transcript, sq: np.ndarray, bound: float, r
     return CheckResult("noise_present", "mismatch", bool(where.size), bound, None, float(where.size), msg)
 
 
-def _noise_floor_check(sq: np.ndarray, k: int, allowance: float, kind: str, share: float) -> CheckResult:
+def _noise_floor_check(sq: np.ndarray, k: int, allowance: float, share: float) -> CheckResult:
     steps = np.flatnonzero(np.isfinite(sq))
     med = float(np.median(sq[steps])) if steps.size else 0.0
     t = int(steps[np.argmin(sq[steps])]) if steps.size else 0
@@ -262,9 +257,7 @@ def _noise_floor_check(sq: np.ndarray, k: int, allowance: float, kind: str, shar
         if rejected
         else "no step's noise falls below the others' beyond chance"
     )
-    if kind == "warning":
-        msg += " (iterates: a learning-rate schedule also changes this scale, so this is only a warning)"
-    return CheckResult("noise_floor", kind, rejected, share, p, ratio, msg)
+    return CheckResult("noise_floor", "mismatch", rejected, share, p, ratio, msg)
 
 
 def _max_cosine(probe: np.ndarray) -> tuple[float, int, int]:
@@ -407,16 +400,21 @@ def run_checks(
     quiet_bound = _floor_p_value(NO_NOISE**2, T, k, allowance)
     relative = quiet_bound <= level / 4
     budget = level - (repeat_bound if repeat_runs else 0.0) - (quiet_bound if relative else 0.0)
-    floor_kind = "mismatch" if transcript.source == "gradients" else "warning"
     signal_seen = bool(np.any(ok & (transcript.signal > 0) & np.isfinite(transcript.signal_observed)))
     applies = {
         "batch_size_mean": poisson and T > 0,
-        "noise_floor": floor_kind == "mismatch" and T >= 2,
+        "noise_floor": T >= 2,
         "noise_reuse": k >= 2 and int(ok.sum()) >= 2,
         "signal_to_noise_high": signal_seen,
         "signal_to_noise_low": signal_seen,
+        "clipped_sum_residual": transcript.residual is not None,
     }
-    share = budget / max(1, sum(applies.values()))
+    as_warning = ASSUMES_SGD_UPDATE if transcript.source == "iterates" else frozenset()
+    share = budget / max(1, sum(on for name, on in applies.items() if name not in as_warning))
+
+    def level_of(name: str) -> float:
+        return level if name in as_warning else share
+
     results = [_steps_check(transcript, declared)]
     if T == 0:
         return results
@@ -427,14 +425,16 @@ def run_checks(
     results.append(_fixed_size_check(transcript, declared, level))
     results.append(_repeated_batches_check(transcript, repeat_bound, repeat_runs))
     results.append(_noise_present_check(transcript, sq, quiet_bound if relative else 0.0, relative))
-    if T >= 2:
-        results.append(
-            _noise_floor_check(sq, k, allowance, floor_kind, share if applies["noise_floor"] else level)
-        )
+    if applies["noise_floor"]:
+        results.append(_noise_floor_check(sq, k, allowance, level_of("noise_floor")))
     if applies["noise_reuse"]:
-        results.append(_noise_reuse_check(transcript, ok, share))
-    results.extend(_snr_checks(transcript, ok, share, seed))
-    return results
+        results.append(_noise_reuse_check(transcript, ok, level_of("noise_reuse")))
+    results.extend(_snr_checks(transcript, ok, level_of("signal_to_noise_high"), seed))
+    results.append(residual_check(transcript, level_of("clipped_sum_residual"), seed=seed))
+    return [
+        dataclasses.replace(r, kind="warning", message=r.message + SGD_NOTE) if r.name in as_warning else r
+        for r in results
+    ]
 
 
 def check_summary(results: list[CheckResult]) -> str:

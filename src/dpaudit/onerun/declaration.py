@@ -14,8 +14,9 @@ violation).
 
 from __future__ import annotations
 
+import functools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 __all__ = ["SAMPLINGS", "DeclaredDPSGD"]
 
@@ -39,7 +40,6 @@ class DeclaredDPSGD:
     sampling: str = "poisson"
     epsilon: float | None = None
     accountant: str = "pld"
-    _claim: list[float] = field(default_factory=list, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         def bad(key: str, value: object, why: str) -> ValueError:
@@ -87,21 +87,18 @@ class DeclaredDPSGD:
         """T: ``steps``, or ``epochs`` · ⌈N / B⌉."""
         return int(self.steps) if self.steps is not None else int(self.epochs) * self.steps_per_epoch
 
-    @property
+    @functools.cached_property
     def claimed_epsilon(self) -> float:
         """The ε the training claims at ``delta``: ``epsilon``, or the accountant's ε for Poisson-sampled
-        Gaussian DP-SGD with (σ, q, T) (dp_accounting, through :mod:`dpaudit.training.accounting`)."""
+        Gaussian DP-SGD with (σ, q, T) (dp_accounting, through :mod:`dpaudit.training.accounting`;
+        computed once per declaration)."""
         if self.epsilon is not None:
             return float(self.epsilon)
-        if not self._claim:
-            from dpaudit.training.accounting import compute_epsilon
+        from dpaudit.training.accounting import compute_epsilon
 
-            self._claim.append(
-                compute_epsilon(
-                    self.noise_multiplier, self.sampling_rate, self.total_steps, self.delta, self.accountant
-                )
-            )
-        return self._claim[0]
+        return compute_epsilon(
+            self.noise_multiplier, self.sampling_rate, self.total_steps, self.delta, self.accountant
+        )
 
     def describe(self) -> str:
         """One line: the mechanism and the claim."""

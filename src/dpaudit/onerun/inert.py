@@ -54,11 +54,9 @@ class InertAudit:
         q = self.declared.sampling_rate
         self.added = (
             f"{int(inc.sum())} of {self.canaries} canaries, each added to each batch with probability "
-            f"q={q:.4g} "
-            f"(about {q * inc.sum():.1f} per batch), non-zero only on input features "
-            f"{features.canary.tolist()}; features {features.probe.tolist()} are the noise probe. "
-            "Your batches "
-            "of real records, their number and their sampling are unchanged."
+            f"q={q:.4g} (about {q * inc.sum():.1f} per batch), non-zero only on input features "
+            f"{features.canary.tolist()}; features {features.probe.tolist()} are the noise probe. Your "
+            "batches of real records, their number and their sampling are unchanged."
         )
         return insert_canaries(dataset, table_x, table_y, q, self.seed)
 
@@ -96,11 +94,9 @@ class InertAudit:
         return transcript_scores(self.transcript(), self.declared.sampling_rate)
 
     def verdict(self, confidence: float, guess_fractions: Sequence[float]) -> Verdict:
-        observer = self._observer()
-        if observer.steps_observed == 0:
-            raise ValueError("the callback never saw a training step: pass audit.callback() to fit()")
+        """The verdict on this run (:func:`dpaudit.onerun.verdict.decide`)."""
         return decide(
-            [observer.transcript()],
+            [self.transcript()],
             [self.included],
             self.declared,
             confidence=confidence,

@@ -86,15 +86,14 @@ def per_example_loss(model: Any, loss: Any = None) -> Any:
     return loss
 
 
-def _row_hashes(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """A 64-bit digest of each (x, y) row's bytes (equal rows, equal digests)."""
-    xs = np.ascontiguousarray(x.reshape(x.shape[0], -1))
-    ys = np.ascontiguousarray(y.reshape(y.shape[0], -1))
-    out = np.empty(x.shape[0], dtype=np.uint64)
-    for i in range(x.shape[0]):
-        h = hashlib.blake2b(xs[i].tobytes() + ys[i].tobytes(), digest_size=8).digest()
-        out[i] = np.frombuffer(h, dtype=np.uint64)[0]
-    return out
+def _batch_key(x: np.ndarray, y: np.ndarray) -> np.uint64:
+    """A 64-bit digest of the multiset of (x, y) rows: the rows' bytes in sorted order, hashed once."""
+    n = x.shape[0]
+    rows = np.concatenate(
+        [np.ascontiguousarray(a).view(np.uint8).reshape(n, a.nbytes // max(n, 1)) for a in (x, y)], axis=1
+    )
+    ordered = rows[np.lexsort(rows.T[::-1])] if n else rows
+    return np.frombuffer(hashlib.blake2b(ordered.tobytes(), digest_size=8).digest(), dtype=np.uint64)[0]
 
 
 class StepObserver:
@@ -127,6 +126,7 @@ class StepObserver:
         if int(getattr(model, "_steps_per_execution", None) or 1) > 1:
             raise ValueError("the audit observes every step: compile with steps_per_execution=1")
         f = self.design.features
+        self._targets = self.design.targets()
         self.kernel = first_dense_kernel(model, f.features)
         self._loss = per_example_loss(model, loss)
         self._variables = list(model.trainable_variables)
@@ -138,10 +138,9 @@ class StepObserver:
         self._batch_y = tf.Variable(tf.zeros([0], f.y_dtype), shape=tf.TensorShape(None), trainable=False)
         self._grads = [tf.Variable(tf.zeros(v.shape, tf.float32), trainable=False) for v in self._variables]
         self._fired = tf.Variable(0, dtype=tf.int64, trainable=False)
-        self.nondeterministic = stochastic_layers(model)
         self._clipped = (
             None
-            if self.nondeterministic
+            if stochastic_layers(model)
             else [tf.Variable(tf.zeros(v.shape, tf.float32), trainable=False) for v in self._variables]
         )
         self._model = model
@@ -176,10 +175,10 @@ class StepObserver:
         optimizer.apply_gradients = apply_gradients
         model.make_train_function(force=True)
         self.scale = self._calibrate()
-        inputs = self.design.inputs(self.scale)
-        keys = inputs.reshape(inputs.shape[0], -1)[:, f.canary]
+        self._inputs = self.design.inputs(self.scale)
+        keys = self._inputs.reshape(self._inputs.shape[0], -1)[:, f.canary]
         self._canary_index = {row.tobytes(): j for j, row in enumerate(keys)}
-        self.table_x.assign(inputs[self.included])
+        self.table_x.assign(self._inputs[self.included])
 
     def _gradient_functions(self, model: Any) -> tuple[Any, Any]:
         """(canary, clipped_sum) functions: the Dense-chain path where it agrees with the jacobian path
@@ -193,7 +192,7 @@ class StepObserver:
         if layers is None or layers[0].kernel.ref() != self.kernel.ref():
             return generic
         fast = chain_functions(model, layers, self._loss, rows, clip)
-        x, y = self.design.inputs(1.0)[:32], self.design.targets()[:32]
+        x, y = self.design.inputs(1.0)[:32], self._targets[:32]
         (s_ref, n_ref), (s_fast, n_fast) = generic[0](x, y), fast[0](x, y)
         agree = all(
             np.allclose(np.asarray(b), np.asarray(a), rtol=1e-4, atol=1e-6 * float(np.max(np.abs(a)) + 1e-30))
@@ -201,9 +200,10 @@ class StepObserver:
         )
         return fast if agree else generic
 
-    def canary_gradients(self, scale: float) -> tuple[np.ndarray, np.ndarray]:
-        """Every canary's gradient on the canary rows [m, |S|] and its full norm [m], at the current θ."""
-        x, y = self.design.inputs(scale), self.design.targets()
+    def canary_gradients(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Every canary's gradient on the canary rows [m, |S|] and its full norm [m], at the current θ,
+        for canary inputs ``x`` (the design's at some scale)."""
+        y = self._targets
         parts = [self._grad_fn(x[i : i + CHUNK], y[i : i + CHUNK]) for i in range(0, x.shape[0], CHUNK)]
         on_s = np.concatenate([np.asarray(p[0], dtype=np.float64) for p in parts])
         norms = np.concatenate([np.asarray(p[1], dtype=np.float64) for p in parts])
@@ -220,7 +220,7 @@ class StepObserver:
         scales = 2.0 ** np.arange(-8, 25)
         medians = []
         for scale in scales:
-            medians.append(float(np.median(self.canary_gradients(float(scale))[1])))
+            medians.append(float(np.median(self.canary_gradients(self.design.inputs(float(scale)))[1])))
             if medians[-1] >= target:
                 return float(scale)
         best = int(np.argmax(medians))
@@ -239,7 +239,7 @@ class StepObserver:
     def batch_begin(self) -> None:
         import tensorflow as tf
 
-        self._on_s, self._norms = self.canary_gradients(float(self.scale))
+        self._on_s, self._norms = self.canary_gradients(self._inputs)
         self._before = [v.numpy().astype(np.float64) for v in self._variables]
         self._fired_before = int(self._fired.numpy())
         for g in self._grads:
@@ -262,8 +262,6 @@ class StepObserver:
             if j is not None:
                 present[j] = True
         real = ~is_canary
-        hashes = np.sort(_row_hashes(x[real], y[real]))
-        key = np.frombuffer(hashlib.blake2b(hashes.tobytes(), digest_size=8).digest(), dtype=np.uint64)[0]
         declared = self.declared
         stats = canary_statistics(
             update[self._kernel_index][self._rows],
@@ -285,7 +283,7 @@ class StepObserver:
             "batch_rows": int(real.sum()),
             "canary_rows": int(is_canary.sum()),
             "epoch": max(self._epoch, 0),
-            "batch_key": key,
+            "batch_key": _batch_key(x[real], y[real]),
         }
         self._steps.append(stats)
 
@@ -321,7 +319,6 @@ class StepObserver:
             canary_rows=stack("canary_rows", np.int64),
             epoch=stack("epoch", np.int64),
             batch_keys=stack("batch_key", np.uint64),
-            update_norm=stack("update_norm"),
             **self._residual_fields(),
         )
 

@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from dpaudit.onerun.conformance import CheckResult
+from dpaudit.onerun.check import CheckResult
 from dpaudit.onerun.transcript import Transcript
 
 __all__ = ["NAME", "residual_check"]

@@ -16,6 +16,7 @@ import numpy as np
 
 from dpaudit.bounds.onerun import DEFAULT_GUESS_FRACTIONS
 from dpaudit.logs import progress
+from dpaudit.onerun.auditor import OneRunAuditor
 from dpaudit.onerun.declaration import DeclaredDPSGD
 from dpaudit.onerun.transcript import Transcript
 from dpaudit.onerun.verdict import Verdict, decide
@@ -35,20 +36,12 @@ def run_seed(seed: int, run: int) -> int:
 def _one_run(
     train: TrainFunction, declared: DeclaredDPSGD, canaries: int, seed: int, loss: Any
 ) -> tuple[Transcript, np.ndarray]:
-    from dpaudit.onerun.auditor import OneRunAuditor
-
     auditor = OneRunAuditor(canaries=canaries, declared=declared, seed=seed, loss=loss)
     train(auditor)
-    if (
-        auditor._inert is None
-        or auditor._inert.observer is None
-        or auditor._inert.observer.steps_observed == 0
-    ):
-        raise ValueError(
-            f"run seeded {seed}: the training function never wrapped its dataset or fitted with the audit's "
-            "callback (call auditor.wrap(train_ds) and model.fit(..., callbacks=[auditor.callback()]))"
-        )
-    return auditor._inert.transcript(), auditor.included.copy()
+    try:
+        return auditor.transcript(), auditor.included.copy()
+    except ValueError as exc:
+        raise ValueError(f"run seeded {seed}: the training function did not run the audit: {exc}") from exc
 
 
 def audit_runs(

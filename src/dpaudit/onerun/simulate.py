@@ -137,5 +137,4 @@ def simulate_transcript(
         canary_rows=canary_rows,
         epoch=epoch.astype(np.int64),
         batch_keys=keys.astype(np.uint64),
-        update_norm=np.sqrt(np.sum(g_s**2, axis=1) + np.sum(probe**2, axis=1)),
     )

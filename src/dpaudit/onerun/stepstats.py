@@ -46,7 +46,6 @@ def canary_statistics(
         "signal_observed": observed,
         "probe": probe,
         "s_hat": s_hat,
-        "update_norm": float(np.linalg.norm(rows)),
     }
 
 

@@ -47,7 +47,6 @@ class Transcript:
     * ``epoch`` [T]: the epoch of step t (0-based, from the training loop).
     * ``batch_keys`` [T] uint64: a hash of the multiset of real records in step t's batch (equal keys:
       the same records).
-    * ``update_norm`` [T]: ‖G_t‖ over every observed coordinate (S, P), to tell "no noise" from "tiny".
     * ``source``: ``"gradients"`` or ``"iterates"`` (see the module docstring).
     * ``residual`` [T, V] (optional): for each trainable variable v, ‖R_{t,v}‖² / ŝ_t², where
       R_t = G_t − α̂_t K̄_t is what is left of the observed update once the correct clipped sum of the
@@ -69,7 +68,6 @@ class Transcript:
     canary_rows: np.ndarray
     epoch: np.ndarray
     batch_keys: np.ndarray
-    update_norm: np.ndarray
     residual: np.ndarray | None = None
     residual_dims: np.ndarray | None = None
     residual_names: tuple[str, ...] = ()
@@ -90,7 +88,6 @@ class Transcript:
             "canary_rows",
             "epoch",
             "batch_keys",
-            "update_norm",
         ):
             if getattr(self, name).shape != (steps,):
                 raise ValueError(f"Transcript.{name} has shape {getattr(self, name).shape}, not ({steps},)")
@@ -120,27 +117,6 @@ class Transcript:
     def probe_scale(self) -> np.ndarray:
         """ŝ_t = ‖G_t[P]‖ / √k per step."""
         return np.linalg.norm(self.probe, axis=1) / np.sqrt(self.probe_dims)
-
-    def save(self, path: str) -> None:
-        """Write every array to one ``.npz`` (the audit's record of the run)."""
-        arrays = {k: v for k, v in self.arrays().items() if v is not None}
-        names = np.array(self.residual_names, dtype=str)
-        np.savez_compressed(path, source=np.array(self.source), residual_names=names, **arrays)
-
-    def arrays(self) -> dict[str, np.ndarray | None]:
-        """Every array field by name (``residual`` and ``residual_dims`` may be ``None``)."""
-        return {
-            k: getattr(self, k) for k in self.__dataclass_fields__ if k not in ("source", "residual_names")
-        }
-
-    @classmethod
-    def load(cls, path: str) -> Transcript:
-        """Read a transcript written by :meth:`save`."""
-        with np.load(path) as data:
-            fields = {k: data[k] for k in cls.__dataclass_fields__ if k in data.files}
-            fields["source"] = str(data["source"])
-            fields["residual_names"] = tuple(str(n) for n in data["residual_names"])
-            return cls(**fields)
 
 
 def transcript_scores(transcript: Transcript, sampling_rate: float) -> np.ndarray:

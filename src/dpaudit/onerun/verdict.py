@@ -19,24 +19,19 @@ import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from dpaudit.bounds.onerun import DEFAULT_GUESS_FRACTIONS, OneRunAudit, audit_one_run
+from dpaudit.onerun.check import CheckResult
+from dpaudit.onerun.conformance import run_checks
 from dpaudit.onerun.declaration import DeclaredDPSGD
+from dpaudit.onerun.power import detectable_epsilon
 from dpaudit.onerun.transcript import Transcript, transcript_scores
-
-if TYPE_CHECKING:
-    from dpaudit.onerun.conformance import CheckResult
 
 __all__ = ["MISMATCH", "NO_VIOLATION", "POWER", "VIOLATION", "Verdict", "decide"]
 
-#: Checks that read the update as the privatized gradient: from the iterates' change they hold only for a
-#: plain SGD step (momentum or Adam correlate successive changes), so there they are warnings.
-ASSUMES_SGD_UPDATE = frozenset(
-    {"noise_floor", "noise_reuse", "signal_to_noise_high", "signal_to_noise_low", "clipped_sum_residual"}
-)
 VIOLATION = "VIOLATION PROVEN"
 MISMATCH = "DOES NOT MATCH ITS DECLARED DP-SGD"
 NO_VIOLATION = "no violation found"
@@ -45,7 +40,8 @@ POWER = 0.8
 
 @dataclass(frozen=True)
 class Verdict:
-    """What one audit (one or several pooled runs) says about the claim; ``str()`` is the report."""
+    """What one audit (one or several pooled runs) says about the claim; ``str()`` is the report.
+    ``scores``: every canary's transcript score, runs in order (what ``bound`` was computed from)."""
 
     status: str
     claimed_epsilon: float
@@ -58,6 +54,7 @@ class Verdict:
     checks: tuple[CheckResult, ...]
     warnings: tuple[str, ...]
     declaration: str
+    scores: np.ndarray = dataclasses.field(repr=False, compare=False)
 
     @property
     def caught(self) -> bool:
@@ -122,12 +119,6 @@ class Verdict:
         }
 
 
-def _as_warning(check: CheckResult) -> CheckResult:
-    """``check`` as a labelled warning (the evidence was the iterates' change, not the gradient)."""
-    note = " (from the weights' change, assuming a plain SGD update)"
-    return dataclasses.replace(check, kind="warning", message=check.message + note)
-
-
 def decide(
     transcripts: Sequence[Transcript],
     included: Sequence[np.ndarray],
@@ -136,17 +127,12 @@ def decide(
     confidence: float = 0.95,
     seed: int = 0,
     guess_fractions: Sequence[float] = DEFAULT_GUESS_FRACTIONS,
-    warnings: Sequence[str] = (),
 ) -> Verdict:
     """Pool the runs' canaries into one ε lower bound, run every check of every run, and decide.
 
     Independent runs with independent canaries pool soundly: each canary takes part in one run only,
     so the joint mechanism is as private for it as its own run.
     """
-    from dpaudit.onerun.conformance import STOCHASTIC_MISMATCH_CHECKS, run_checks
-    from dpaudit.onerun.power import detectable_epsilon
-    from dpaudit.onerun.residual import residual_check
-
     if not transcripts or len(transcripts) != len(included):
         raise ValueError("decide() needs one inclusion vector per transcript, and at least one transcript")
     if not 0.5 <= confidence < 1.0:
@@ -166,17 +152,10 @@ def decide(
         seed=seed,
         guess_fractions=guess_fractions,
     )
-    checks: list[CheckResult] = []
-    # The residual check takes one stochastic check's share of each run's budget.
-    residual_share = check_level / (len(STOCHASTIC_MISMATCH_CHECKS) + 1)
-    for run, transcript in enumerate(transcripts):
-        found = run_checks(transcript, declared, check_level - residual_share, seed=seed + run)
-        found.append(residual_check(transcript, residual_share, seed=seed + run))
-        if transcript.source == "iterates":
-            found = [_as_warning(c) if c.name in ASSUMES_SGD_UPDATE else c for c in found]
-        checks += found
-    notes = list(warnings)
-    notes += [c.message for c in checks if c.kind == "warning" and c.rejected]
+    checks = [
+        c for run, t in enumerate(transcripts) for c in run_checks(t, declared, check_level, seed=seed + run)
+    ]
+    notes = [c.message for c in checks if c.kind == "warning" and c.rejected]
     if any(t.source == "iterates" for t in transcripts):
         notes.append(
             "the optimizer's apply_gradients never received the first layer's gradient: the evidence is the "
@@ -208,4 +187,5 @@ def decide(
         checks=tuple(checks),
         warnings=tuple(dict.fromkeys(notes)),
         declaration=declared.describe(),
+        scores=scores,
     )
