@@ -51,6 +51,9 @@ DYNAMIC_SITES: dict[str, tuple[str, ...]] = {
     f"{PACKAGE}.pipeline.check": ("f'dpaudit.experiments.{audit.experiment}.config'",),
     # lazy_exports(): a package's lazy re-exports, followed per name through its ``_LAZY`` table
     f"{PACKAGE}.lazy": ("table[name]",),
+    # get_profile(name): a reproduction profile, run by `python -m dpaudit.fidelity`, never by a stage
+    # (the fidelity stage reads the profiles' result files, not their code)
+    f"{PACKAGE}.fidelity.profiles": ("PROFILE_MODULES[name]",),
 }
 
 
@@ -83,6 +86,7 @@ STAGES: dict[str, Stage] = {
     "losses": Stage("stages/losses.py", experiment_modules=("losses",)),
     "attack": Stage("stages/attack.py", experiment_modules=("attack",)),
     "bounds": Stage("stages/bounds.py", experiment_modules=("bounds", "report")),
+    "fidelity": Stage("stages/fidelity.py"),
     "report": Stage("stages/report.py", all_experiments=True),
 }
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["REFERENCES", "Reference"]
+__all__ = ["PAPER_RESULTS", "REFERENCES", "PaperResult", "Reference"]
 
 
 @dataclass(frozen=True)
@@ -138,3 +138,188 @@ REFERENCES: dict[str, Reference] = {
         DONG_ROTH_SU,
     )
 }
+
+
+@dataclass(frozen=True)
+class PaperResult:
+    """One headline number of a paper, as the paper states it, for the fidelity table.
+
+    ``value`` is the paper's number (None where the paper states a claim but no number that the
+    texts dpaudit works from give); ``estimator`` how the paper measured it; ``setting`` the paper's
+    dataset, ε and trial count; ``where`` the section, table or figure.
+    """
+
+    key: str
+    paper: str
+    where: str
+    claim: str
+    value: float | None
+    estimator: str
+    setting: str
+
+
+#: The papers' headline results that dpaudit sets out to reproduce (the fidelity table's rows).
+PAPER_RESULTS: tuple[PaperResult, ...] = (
+    PaperResult(
+        "nasr-cp-cap",
+        "NASR_2021",
+        "§III-C",
+        "largest ε_LB that 1000 trials can certify",
+        5.60,
+        "Clopper–Pearson, 95 %, all trials correct",
+        "1000 trials, δ = 1e-5",
+    ),
+    PaperResult(
+        "nasr-a",
+        "NASR_2021",
+        "§IV-A",
+        "API access (A): ε_LB at ε = 4",
+        0.31,
+        "Eq. 5 sweep (Clopper–Pearson)",
+        "CIFAR-10, TPR 0.017 at FPR 0.002, 1000 trials",
+    ),
+    PaperResult(
+        "nasr-c",
+        "NASR_2021",
+        "§IV-C",
+        "intermediate models (C): ε_LB at ε = 2",
+        0.25,
+        "Eq. 5 sweep (Clopper–Pearson)",
+        "Purchase-100, 1000 trials",
+    ),
+    PaperResult(
+        "nasr-d",
+        "NASR_2021",
+        "§IV-D",
+        "adaptive poison (D): ε_LB at ε = 2",
+        0.37,
+        "Eq. 5 sweep (Clopper–Pearson)",
+        "Purchase-100, 1000 trials",
+    ),
+    PaperResult(
+        "nasr-d-minus-c",
+        "NASR_2021",
+        "§IV-D",
+        "adaptive poison beats intermediate models: D − C",
+        0.12,
+        "difference of Eq. 5 sweeps",
+        "Purchase-100, ε = 2",
+    ),
+    PaperResult(
+        "nasr-e",
+        "NASR_2021",
+        "§IV-E, Fig. 7",
+        "gradient canary (E): ε_LB at ε = 1",
+        0.3,
+        "Eq. 5 sweep, Distinguisher 3",
+        "MNIST, natural data, 1000 trials",
+    ),
+    PaperResult(
+        "nasr-f",
+        "NASR_2021",
+        "§IV-F, Fig. 7",
+        "malicious dataset (F): ε_LB at ε = 4",
+        3.6,
+        "Eq. 5 sweep, Distinguisher 3",
+        "MNIST, q = 256/60000, 60 epochs, 10⁶ runs (App. A)",
+    ),
+    PaperResult(
+        "bernau-adv-ls-bounded",
+        "BERNAU",
+        "Table 2",
+        "Adv^DI,Gau, adult, LS, bounded, ρβ = 0.9",
+        0.17,
+        "empirical advantage of the DI adversary",
+        "adult, 30 full-batch epochs, C = 3",
+    ),
+    PaperResult(
+        "bernau-adv-ls-unbounded",
+        "BERNAU",
+        "Table 2",
+        "Adv^DI,Gau, adult, LS, unbounded, ρβ = 0.9",
+        0.22,
+        "empirical advantage of the DI adversary",
+        "adult, 30 full-batch epochs, C = 3",
+    ),
+    PaperResult(
+        "bernau-rho-alpha",
+        "BERNAU",
+        "Table 2 (f)",
+        "ρα at ρβ = 0.9, adult (δ = 0.001)",
+        0.23,
+        "closed form, Thm. 2",
+        "ε = 2.2, δ = 0.001",
+    ),
+    PaperResult(
+        "bernau-delta-prime",
+        "BERNAU",
+        "Table 2",
+        "δ′ (beliefs above ρβ), adult, LS, bounded",
+        0.0,
+        "share of trials whose belief exceeds ρβ",
+        "adult, ρβ = 0.9",
+    ),
+    PaperResult(
+        "bernau-candidates",
+        "BERNAU",
+        "§6.1, Fig. 4",
+        "top dataset-sensitivity candidates have larger LS than bottom ones (1 = yes)",
+        1.0,
+        "250 repetitions per candidate",
+        "adult, Manhattan distance, ρβ = 0.9",
+    ),
+    PaperResult(
+        "erlingsson-tpr-weak-noise",
+        "ERLINGSSON",
+        "Table 1",
+        "attack TPR at 5 % FPR, weakest noise",
+        0.089,
+        "loss-threshold attack (Yeom et al.)",
+        "Purchase-100, noise 0.44×",
+    ),
+    PaperResult(
+        "erlingsson-tpr-strong-noise",
+        "ERLINGSSON",
+        "Table 1",
+        "attack TPR at 5 % FPR, strongest noise",
+        0.05,
+        "loss-threshold attack (Yeom et al.)",
+        "Purchase-100, noise 136.67×",
+    ),
+    PaperResult(
+        "erlingsson-trend",
+        "ERLINGSSON",
+        "Table 1",
+        "Spearman correlation of attack TPR with the noise multiplier",
+        -1.0,
+        "rank correlation over the table's five noise levels",
+        "Purchase-100",
+    ),
+    PaperResult(
+        "negoescu-adult-max",
+        "NEGOESCU",
+        "§5, Fig. 2",
+        "largest Epsilon* of any adult model (all < 0.3)",
+        0.3,
+        "Epsilon* (parametric), averaged over repeats",
+        "adult, DP and non-DP models",
+    ),
+    PaperResult(
+        "aerni-underestimate",
+        "AERNI",
+        "§1, §5",
+        "factor by which a population-level evaluation underestimates leakage (up to)",
+        50.0,
+        "TPR at low FPR, most vulnerable canaries / population",
+        "CIFAR-10, defences at ≥ 88 % accuracy",
+    ),
+    PaperResult(
+        "steinke-one-run",
+        "STEINKE_NASR_JAGIELSKI",
+        "§7, Fig. 2",
+        "one-run ε_LB reaches most of ε with m = 1000 white-box canaries",
+        None,
+        "Steinke et al. Thm. 3.1 (one run)",
+        "CIFAR-10 WRN, white-box gradient canaries",
+    ),
+)

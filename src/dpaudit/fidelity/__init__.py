@@ -2,7 +2,7 @@
 
 A *profile* (:mod:`dpaudit.fidelity.profiles`) runs one paper's protocol in its own regime, or the
 closest setting that fits two CPU cores, and records its numbers, each labelled with the estimator
-that produced it, in ``results/fidelity/<profile>.json`` (:mod:`dpaudit.fidelity.profile`). The
+that produced it, in ``reproductions/<profile>.json`` (:mod:`dpaudit.fidelity.profile`). The
 fidelity table (:mod:`dpaudit.fidelity.table`) puts every headline number of the papers
 (:data:`dpaudit.references.PAPER_RESULTS`) beside dpaudit's and gives a verdict from a written
 tolerance.

@@ -1,4 +1,4 @@
-"""``python -m dpaudit.fidelity``: list the reproduction profiles or run one into results/fidelity/."""
+"""``python -m dpaudit.fidelity``: list the reproduction profiles or run one into reproductions/."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m dpaudit.fidelity", description=__doc__)
     sub = parser.add_subparsers(dest="action", required=True)
     sub.add_parser("list", help="the profiles, with their paper and minutes on two cores")
-    run = sub.add_parser("run", help="run one profile and write results/fidelity/<name>.json")
+    run = sub.add_parser("run", help="run one profile and write reproductions/<name>.json")
     run.add_argument("name", choices=sorted(PROFILE_MODULES))
     run.add_argument("--seed", type=int, default=0)
-    run.add_argument("--out", default="results/fidelity", help="directory of the result file")
+    run.add_argument("--out", default="reproductions", help="directory of the result file")
     args = parser.parse_args(argv)
     if args.action == "list":
         for name in sorted(PROFILE_MODULES):

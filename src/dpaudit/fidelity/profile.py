@@ -3,7 +3,7 @@
 A profile is a function of a seed that runs a paper's protocol and returns a
 :class:`ProfileResult`: named :class:`Measured` numbers, each with its estimator, its kind (a bound,
 an estimate, a rate) and, where it has one, its interval. The result is written to
-``results/fidelity/<profile>.json`` at the precision its statistics support (four significant
+``reproductions/<profile>.json`` at the precision its statistics support (four significant
 digits: no profile's interval is narrower than 10⁻⁴ of its value), so a rerun on another CPU changes
 the file only where a number really moved.
 """

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from dpaudit.io import atomic_path, write_json
 from dpaudit.report.config import ReportConfig, config_from_params
+from dpaudit.report.fidelity import fidelity_section
 from dpaudit.report.figures import FigureError, render_figure
 from dpaudit.report.html import CSS, anchor, figure_html, format_value, html_table
 from dpaudit.report.inputs import LoadedSection, audit_metrics, find_sections
@@ -106,7 +107,8 @@ def render_html(root: Path, sections: Sequence[LoadedSection], title: str) -> st
     body = [
         f"<h1>{html.escape(title)}</h1>",
         f'<p class="muted">Generated {now} from {len(sections)} audit section(s).</p>',
-        f'<nav><ul>{toc}<li><a href="#provenance">Provenance</a></li></ul></nav>',
+        f'<nav><ul>{toc}<li><a href="#fidelity">Fidelity to the papers</a></li>'
+        '<li><a href="#provenance">Provenance</a></li></ul></nav>',
         '<section id="overview"><h2>Summary</h2>',
         "<p>One row per audit (dataset × experiment), its headline setting. <b>ε proven</b> is a "
         "statistically valid lower bound an attack proved, tagged with its joint confidence (both "
@@ -140,6 +142,7 @@ def render_html(root: Path, sections: Sequence[LoadedSection], title: str) -> st
         body.append('<p class="muted">No audits to report (params.yaml lists none).</p>')
     body.append("</section>")
     body.extend(_section_html(s, root) for s in sections)
+    body.append(fidelity_section(root))
     body.append(provenance_html(root, sections))
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'

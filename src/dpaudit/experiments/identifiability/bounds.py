@@ -12,16 +12,20 @@ counted bounds — holds at ``bounds.confidence`` jointly over everything it max
 
 Beside them, per setting: every accountant's ε for the mechanism the train manifest recorded, the
 target ρβ, ρα of Thm. 2 and its RDP form (§4.4), and the audited model's test accuracy. All
-training facts (k, C, δ, z, the seed) come from the train manifest.
+training facts (k, C, δ, z, the seed) come from the train manifest. The Fig. 4 candidate runs give
+each candidate's mean LS_i with its interval and, per neighbourhood, whether the top candidates lie
+above the bottom ones (``candidate_summary.csv``; the section warns when they do not).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from dpaudit.attacks import di
 from dpaudit.bounds.accountants import epsilons_for_event, rdp_epsilon_and_order
@@ -37,6 +41,10 @@ from dpaudit.table import ResultRow
 
 #: The threshold sweeps reported beside the GDP bound (both assume nothing).
 SWEEPS = ("sweep_split", "sweep_bonferroni")
+
+#: Plot table of the Fig. 4 candidates: per candidate its mean LS_i with interval, and ``separated``
+#: (1/0) of its neighbourhood (:func:`candidate_separation`). The metrics stay the results table's.
+CANDIDATE_SUMMARY_FILE = "candidate_summary.csv"
 
 
 def setting_key(st: Setting) -> str:
@@ -186,13 +194,25 @@ def bounds(config: IdentifiabilityConfig, audit: Audit, manifest: TrainManifest)
     if step_rows:
         plots["sensitivity_steps.csv"] = pd.concat(step_rows)
     cand_path = audit.train_dir / CANDIDATES_FILE
+    cand_rows: list[dict[str, Any]] = []
+    separation: dict[str, dict[str, float]] = {}
     if cand_path.exists():
         plots["candidates.csv"] = candidate_frame(cand_path)
+    if cand_path.exists() and int(manifest.sizes.get("candidate_trials", 0)) >= 2:
+        with np.load(cand_path) as c:
+            summary_frame = candidate_summary({key: c[key] for key in c.files}, confidence)
+        cand_rows = summary_frame.to_dict("records")
+        separation = candidate_separation(summary_frame)
+        plots[CANDIDATE_SUMMARY_FILE] = summary_frame.assign(
+            separated=[separation.get(nb, {}).get("separated", np.nan) for nb in summary_frame["neighbours"]]
+        )
     return BoundsResult(
         metrics=table.metrics(),
         plots=plots,
         summary=summary,
         context={
+            "candidate_rows": cand_rows,
+            "candidate_separation": separation,
             "candidates": cand_path.exists(),
             "steps": bool(step_rows),
             "confidence": confidence,
@@ -217,3 +237,82 @@ def candidate_frame(path: Any) -> pd.DataFrame:
                 "ls": ls.ravel(),
             }
         )
+
+
+def candidate_summary(arrays: Mapping[str, np.ndarray], confidence: float) -> pd.DataFrame:
+    """Per Fig. 4 candidate: its trials' mean LS_i (each trial averaged over its k steps) with a
+    two-sided Student-t interval at ``confidence`` (per candidate, not joint); each candidate needs 2
+    trials or more.
+
+    ``arrays`` holds the candidates file's arrays (:func:`.train.candidate_runs`).
+    """
+    per_trial = np.asarray(arrays["ls"], dtype=np.float64).mean(axis=1)
+    keys = list(zip(arrays["neighbours"], arrays["end"], arrays["rank"], arrays["index"], strict=True))
+    rows: list[dict[str, Any]] = []
+    for key in dict.fromkeys(keys):
+        nb, end, rank, index = key
+        x = per_trial[[k == key for k in keys]]
+        mean = float(x.mean())
+        if len(x) < 2:
+            raise ValueError(f"candidate {nb} {end} {rank} (#{index}): needs 2 trials, has {len(x)}")
+        half = float(stats.t.ppf(0.5 + confidence / 2, len(x) - 1) * stats.sem(x))
+        rows.append({"neighbours": str(nb), "end": str(end), "rank": int(rank), "index": int(index),
+                     "trials": len(x), "mean_ls": mean, "low": mean - half, "high": mean + half})
+    return pd.DataFrame(rows)
+
+
+def candidate_separation(summary: pd.DataFrame) -> dict[str, dict[str, float]]:
+    """Whether the top candidates are more identifiable than the bottom ones (Bernau Fig. 4), per
+    neighbourhood with both lists present.
+
+    ``separated`` is 1.0 when every top candidate's mean LS_i exceeds every bottom candidate's and
+    their intervals do not overlap (lowest top ``low`` > highest bottom ``high``), else 0.0; the
+    extremes behind it come along (``top_min_mean``, ``bottom_max_mean``, ``top_min_low``,
+    ``bottom_max_high``), as do the number of candidates per list.
+    """
+    out: dict[str, dict[str, float]] = {}
+    for nb, group in summary.groupby("neighbours", sort=False):
+        top, bottom = group[group["end"] == "top"], group[group["end"] == "bottom"]
+        if top.empty or bottom.empty:
+            continue
+        entry = {
+            "top_min_mean": float(top["mean_ls"].min()),
+            "bottom_max_mean": float(bottom["mean_ls"].max()),
+            "top_min_low": float(top["low"].min()),
+            "bottom_max_high": float(bottom["high"].max()),
+            "top_count": float(len(top)),
+            "bottom_count": float(len(bottom)),
+        }
+        above = entry["top_min_mean"] > entry["bottom_max_mean"]
+        apart = above and entry["top_min_low"] > entry["bottom_max_high"]
+        out[str(nb)] = {"separated": 1.0 if apart else 0.0, **entry}
+    return out
+
+
+def separation_sentences(
+    separation: Mapping[str, Mapping[str, float]], rows: list[dict[str, Any]]
+) -> list[str]:
+    """One warning sentence per neighbourhood whose Fig. 4 candidates do not separate."""
+    out = []
+    for nb, entry in separation.items():
+        if entry["separated"]:
+            continue
+        bottom = [r for r in rows if r["neighbours"] == nb and r["end"] == "bottom"]
+        worst = max(bottom, key=lambda r: r["mean_ls"])
+        if worst["mean_ls"] >= entry["top_min_mean"]:
+            verdict = (
+                "a bottom candidate is at least as identifiable as a top one, so the heuristic of "
+                "Bernau et al. (Def. 6) did not rank D′ by identifiability here"
+            )
+        else:
+            verdict = (
+                "the intervals overlap, so these trials do not establish that the top candidates "
+                "are more identifiable"
+            )
+        out.append(
+            f"Warning ({nb} neighbours): the dataset-sensitivity candidates do not separate — bottom "
+            f"candidate #{worst['index']} has mean LS_i {worst['mean_ls']:.3g} [{worst['low']:.3g}, "
+            f"{worst['high']:.3g}] against a lowest top candidate mean of {entry['top_min_mean']:.3g} "
+            f"(lowest top interval end {entry['top_min_low']:.3g}): {verdict}."
+        )
+    return out

@@ -12,7 +12,12 @@ from dataclasses import replace
 from typing import Any
 
 from dpaudit.experiments.base import BoundsResult, TrainManifest
-from dpaudit.experiments.identifiability.bounds import SWEEPS, adversary_key, setting_key
+from dpaudit.experiments.identifiability.bounds import (
+    SWEEPS,
+    adversary_key,
+    separation_sentences,
+    setting_key,
+)
 from dpaudit.experiments.identifiability.config import IdentifiabilityConfig
 from dpaudit.experiments.identifiability.design import manifest_settings
 from dpaudit.layout import Audit
@@ -245,6 +250,10 @@ def section(
                 facet="neighbours",
             )
         )
+    tables = [bounds_table, table2, params_table]
+    cand_table = candidate_table(result.context, confidence)
+    if cand_table is not None:
+        tables.append(cand_table)
     trials = int(facts[reference_settings[0].file]["trials_per_world"])
     summary = [
         replace(row, tried=f"GDP bound and {len(SWEEPS)} threshold sweeps, {trials} trials/world")
@@ -264,10 +273,51 @@ def section(
             "scores auditor: the headline ε lower bound is the largest of the GDP-based bound (Nasr "
             f"et al. 2023; assumes a {GDP_ASSUMES}) and the threshold sweeps, which assume nothing, "
             f"jointly at {confidence:.0%}."
+            + "".join(" " + line for line in candidate_warnings(result.context))
         ),
         headline=headline,
         rows=summary,
-        tables=[bounds_table, table2, params_table],
+        tables=tables,
         figures=figures,
         scores=SCORES,
+    )
+
+
+def candidate_warnings(context: dict[str, Any]) -> list[str]:
+    """The section's warning sentences for Fig. 4 candidates that do not separate (none if they do)."""
+    return separation_sentences(context.get("candidate_separation", {}), context.get("candidate_rows", []))
+
+
+def candidate_table(context: dict[str, Any], confidence: float) -> TableSpec | None:
+    """Per Fig. 4 candidate: mean LS_i with its interval, and per neighbourhood whether the lists separate."""
+    rows = context.get("candidate_rows", [])
+    if not rows:
+        return None
+    separation = context.get("candidate_separation", {})
+    out = []
+    for r in rows:
+        flag = separation.get(r["neighbours"], {}).get("separated")
+        out.append(
+            [
+                r["neighbours"],
+                r["end"],
+                r["rank"],
+                f"#{r['index']}",
+                round(r["mean_ls"], 3),
+                f"[{r['low']:.3g}, {r['high']:.3g}]",
+                r["trials"],
+                "—" if flag is None else ("yes" if flag else "NO"),
+            ]
+        )
+    return TableSpec(
+        id="bernau-candidates",
+        title="Mean LS_i of the top/bottom dataset-sensitivity candidates (cf. Bernau et al. Fig. 4)",
+        columns=["neighbours", "list", "rank", "record", "mean LS_i", f"{confidence:.0%} CI", "trials",
+                 "top above bottom"],
+        rows=out,
+        caption=(
+            "Each trial's LS_i averaged over its k steps, then over the candidate's trials, with a Student-t "
+            "interval per candidate (not joint). 'top above bottom' is yes when every top candidate's mean "
+            "and interval lie above every bottom candidate's, as Bernau et al. Fig. 4 shows for their data."
+        ),
     )

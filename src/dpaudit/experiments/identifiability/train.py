@@ -26,7 +26,10 @@ from dpaudit.experiments.identifiability.config import IdentifiabilityConfig
 from dpaudit.experiments.identifiability.design import (
     CANDIDATES_FILE,
     POPULATION_FILE,
+    FigCandidate,
+    Setting,
     delta_for,
+    fig4_candidates,
     neighbour_design,
     noise_multiplier_for,
     sensitivity_population,
@@ -61,36 +64,26 @@ def train(config: IdentifiabilityConfig, audit: Audit, out_dir: Path) -> TrainMa
     k = tp.epochs
     grid = settings(tp)
     per_world = config.trials_for(prepared.name)
-    T = 2 * per_world  # trials per setting: exactly ``per_world`` in each world
+    T = 2 * per_world  # trials per setting: exactly ``per_world`` in each world (setting_runs)
     mechanisms: dict[str, Mechanism] = {}
     # One training call per setting, seeded by the setting's own values (setting_seed): its numbers do
     # not depend on which other settings the grid holds.
     for st in grid:
-        rows, weights, d_mask, d_prime = neighbour_design(pop, sens, st.neighbours)
         eps, z = noise_multiplier_for(st.rho_beta, delta, k)
         log.info("%s: rho_beta %g, %s, %d trials per world", audit.name, st.rho_beta, st.key, per_world)
         values = (audit.dataset, st.rho_beta, st.sensitivity, st.neighbours)
         seed = setting_seed(tp.seed, "identifiability", *values)
-        world = draw_worlds([seed, 17], T, balanced=True)
-        mask = world_masks(world, d_mask, d_prime)
-        cfg = dpsgd.DPSGDConfig(
-            clip_norm=tp.clip_norm,
-            noise_multiplier=np.full(T, z),
-            learning_rate=learning_rate,
-            steps=k,
-            noise_scale="local" if st.sensitivity == "local" else "global",
-            sensitivity_factor=2.0 if st.neighbours == "bounded" else 1.0,
-            normalizer=float(pop.n),
-        )
-        res = run_trials(
+        world, mask, rows, res = setting_runs(
             model,
-            pop.X,
-            pop.y,
-            mask,
-            cfg,
+            pop,
+            sens,
+            st,
+            z,
+            per_world,
+            clip_norm=tp.clip_norm,
+            learning_rate=learning_rate,
+            epochs=k,
             seed=seed,
-            tracked=dpsgd.TrackedRecords(rows, weights),
-            observers={"di": di_observer()},
             chunk_size=tp.chunk_size,
             desc=f"train {audit.name} rho_beta {st.rho_beta:g} {st.key}",
         )
@@ -147,6 +140,54 @@ def train(config: IdentifiabilityConfig, audit: Audit, out_dir: Path) -> TrainMa
     )
 
 
+def setting_runs(
+    model: models.Model,
+    pop: Population,
+    sens: SensitivityResult,
+    st: Setting,
+    noise_multiplier: float,
+    per_world: int,
+    *,
+    clip_norm: float,
+    learning_rate: float,
+    epochs: int,
+    seed: int,
+    chunk_size: int | None = None,
+    desc: str = "train",
+) -> tuple[np.ndarray, np.ndarray, tuple[int, ...], dpsgd.TrainResult]:
+    """One grid setting's 2·``per_world`` trials, balanced over D and D′ (worlds drawn from ``seed``).
+
+    Returns the worlds (1 = D), the member masks, the tracked rows (x̂[, x̂′]) and the training result,
+    whose records ``di.dot``, ``di.dd`` and ``di.sigma`` are A_DI,Gau's per-step observations.
+    """
+    T = 2 * per_world
+    rows, weights, d_mask, d_prime = neighbour_design(pop, sens, st.neighbours)
+    world = draw_worlds([seed, 17], T, balanced=True)
+    mask = world_masks(world, d_mask, d_prime)
+    cfg = dpsgd.DPSGDConfig(
+        clip_norm=clip_norm,
+        noise_multiplier=np.full(T, noise_multiplier),
+        learning_rate=learning_rate,
+        steps=epochs,
+        noise_scale="local" if st.sensitivity == "local" else "global",
+        sensitivity_factor=2.0 if st.neighbours == "bounded" else 1.0,
+        normalizer=float(pop.n),
+    )
+    res = run_trials(
+        model,
+        pop.X,
+        pop.y,
+        mask,
+        cfg,
+        seed=seed,
+        tracked=dpsgd.TrackedRecords(rows, weights),
+        observers={"di": di_observer()},
+        chunk_size=chunk_size,
+        desc=desc,
+    )
+    return world, mask, rows, res
+
+
 def _train_candidates(
     config: IdentifiabilityConfig,
     audit: Audit,
@@ -156,39 +197,69 @@ def _train_candidates(
     delta: float,
     out_dir: Path,
 ) -> Mechanism | None:
-    """Bernau Fig. 4: LS_i over training on D for the top/bottom dataset-sensitivity candidates.
-
-    All candidates run in one call: trial t tracks its own candidate through per-trial difference
-    weights, with local-sensitivity noise at ``reference_rho_beta``.
-    """
+    """Bernau Fig. 4: LS_i over training on D for the top/bottom dataset-sensitivity candidates."""
     tp = config.train
     if tp.candidate_trials == 0:
         return None
-    cands: list[tuple[str, str, int, tuple[int, ...]]] = []
-    for end in ("top", "bottom"):
-        for rank, c in enumerate(getattr(sens.unbounded, end), start=1):
-            cands.append(("unbounded", end, rank, (c.index,)))
-        for rank, p in enumerate(getattr(sens.bounded, end), start=1):
-            cands.append(("bounded", end, rank, (p.index, p.replacement_index)))
-    cands = [c for c in cands if all(g in pop.rows for g in c[3])]
-    if not cands:
+    _, z = noise_multiplier_for(tp.reference_rho_beta, delta, tp.epochs)
+    arrays = candidate_runs(
+        model,
+        pop,
+        fig4_candidates(sens),
+        tp.candidate_trials,
+        z,
+        clip_norm=tp.clip_norm,
+        learning_rate=config.learning_rate_for(audit.dataset),
+        epochs=tp.epochs,
+        seed=setting_seed(tp.seed, "identifiability", audit.dataset, "candidates"),
+        chunk_size=tp.chunk_size,
+        desc=f"train {audit.name} candidates",
+    )
+    if arrays is None:
         return None
-    tracked_globals = sorted({g for c in cands for g in c[3]})
+    write_npz(out_dir / CANDIDATES_FILE, arrays)
+    return Mechanism.dpsgd(z, 1.0, tp.epochs, tp.clip_norm)
+
+
+def candidate_runs(
+    model: models.Model,
+    pop: Population,
+    candidates: list[FigCandidate],
+    trials: int,
+    noise_multiplier: float,
+    *,
+    clip_norm: float,
+    learning_rate: float,
+    epochs: int,
+    seed: int,
+    chunk_size: int | None = None,
+    desc: str = "candidates",
+) -> dict[str, np.ndarray] | None:
+    """``trials`` full-batch DP-SGD runs on D per candidate, recording LS_i per step (Bernau Fig. 4).
+
+    All candidates run in one call: trial t tracks its own candidate through per-trial difference
+    weights (μ_D − μ_D′), with local-sensitivity noise of multiplier ``noise_multiplier``. Returns the
+    arrays of the candidates file (``ls`` [trials·candidates, epochs] and per-trial labels), or None
+    when no candidate's records are in the population.
+    """
+    cands = [c for c in candidates if all(g in pop.rows for g in c.records)]
+    if not cands or trials < 1:
+        return None
+    tracked_globals = sorted({g for c in cands for g in c.records})
     col = {g: i for i, g in enumerate(tracked_globals)}
-    per = tp.candidate_trials
+    per = trials
     weights = np.zeros((len(cands) * per, len(tracked_globals)), np.float32)
-    for ci, (_, _, _, idx) in enumerate(cands):
-        weights[ci * per : (ci + 1) * per, col[idx[0]]] = 1.0
-        if len(idx) == 2:
-            weights[ci * per : (ci + 1) * per, col[idx[1]]] = -1.0
+    for ci, c in enumerate(cands):
+        weights[ci * per : (ci + 1) * per, col[c.records[0]]] = 1.0
+        if len(c.records) == 2:
+            weights[ci * per : (ci + 1) * per, col[c.records[1]]] = -1.0
     mask = np.zeros((len(weights), len(pop.X)), bool)
     mask[:, : pop.n] = True
-    _, z = noise_multiplier_for(tp.reference_rho_beta, delta, tp.epochs)
     cfg = dpsgd.DPSGDConfig(
-        clip_norm=tp.clip_norm,
-        noise_multiplier=z,
-        learning_rate=config.learning_rate_for(audit.dataset),
-        steps=tp.epochs,
+        clip_norm=clip_norm,
+        noise_multiplier=noise_multiplier,
+        learning_rate=learning_rate,
+        steps=epochs,
         noise_scale="local",
         normalizer=float(pop.n),
     )
@@ -198,20 +269,16 @@ def _train_candidates(
         pop.y,
         mask,
         cfg,
-        seed=setting_seed(tp.seed, "identifiability", audit.dataset, "candidates"),
+        seed=seed,
         tracked=dpsgd.TrackedRecords(tuple(pop.rows[g] for g in tracked_globals), weights),
         observers={"di": di_observer()},
-        chunk_size=tp.chunk_size,
-        desc=f"train {audit.name} candidates",
+        chunk_size=chunk_size,
+        desc=desc,
     )
-    write_npz(
-        out_dir / CANDIDATES_FILE,
-        {
-            "ls": np.sqrt(res.records["di.dd"]),
-            "neighbours": np.repeat([c[0] for c in cands], per),
-            "end": np.repeat([c[1] for c in cands], per),
-            "rank": np.repeat([c[2] for c in cands], per),
-            "index": np.repeat([c[3][0] for c in cands], per),
-        },
-    )
-    return Mechanism.dpsgd(z, 1.0, tp.epochs, tp.clip_norm)
+    return {
+        "ls": np.sqrt(res.records["di.dd"]),
+        "neighbours": np.repeat([c.neighbours for c in cands], per),
+        "end": np.repeat([c.end for c in cands], per),
+        "rank": np.repeat([c.rank for c in cands], per),
+        "index": np.repeat([c.records[0] for c in cands], per),
+    }

@@ -63,6 +63,7 @@ class TrainParams(TrainingKnobs):
     adaptive_steps: int = 3  # D: gradient steps on x inside every training step (Crafter 3)
     adaptive_start: str = "query"  # D: Crafter 3's x starts at the query x_q ("query") or at 0 ("zero")
     adaptive_step_size: float = 1.0
+    adaptive_virtual_clip: bool = True  # D: Crafter 3's virtual step clipped to C (False: the paper's)
     virtual_learning_rate: float | None = None  # D: the virtual step's rate (None: the real one, η/(q|D|))
     canary_sizes: tuple[int, ...] = (2, 20, 80)  # E: 2n (80 fits digits' 96 inert weights)
     canary_placement: Literal["inert", "update"] = "inert"  # E: inert coordinates first, or Crafter 4's
@@ -97,6 +98,10 @@ class TrainParams(TrainingKnobs):
         require(
             self.adaptive_start in ("query", "zero"), "adaptive_start", self.adaptive_start,
             "must be 'query' or 'zero'",
+        )  # fmt: skip
+        require(
+            isinstance(self.adaptive_virtual_clip, bool), "adaptive_virtual_clip", self.adaptive_virtual_clip,
+            "must be true (clip the virtual step to C) or false (the paper's unclipped step)",
         )  # fmt: skip
         require(self.adaptive_step_size > 0, "adaptive_step_size", self.adaptive_step_size, "must be > 0")
         require(

@@ -173,6 +173,8 @@ def train(config: InstantiationConfig, audit: Audit, out_dir: Path) -> TrainMani
             "canary_sizes": list(tp.canary_sizes),
             "malicious_canary_size": tp.malicious_canary_size,
             "calibration_accountant": tp.calibration_accountant,
+            "adaptive_start": tp.adaptive_start,  # D's Crafter 3: x's start, whether the virtual step clips
+            "adaptive_virtual_clip": tp.adaptive_virtual_clip,
             "learning_rate": game.learning_rate,
             "hidden": None
             if config.dataset(audit.dataset).hidden is None

@@ -16,7 +16,9 @@ __all__ = ["PROFILE_MODULES", "get_profile"]
 #: Profile name -> module defining ``PROFILE``.
 PROFILE_MODULES: dict[str, str] = {
     "nasr-f-paper-regime": "dpaudit.fidelity.profiles.nasr_f",
+    "nasr-f-trainer": "dpaudit.fidelity.profiles.nasr_f_trainer",
     "nasr-d-crafters": "dpaudit.fidelity.profiles.nasr_d",
+    "nasr-e-paper-placement": "dpaudit.fidelity.profiles.nasr_e",
     "erlingsson-overfit": "dpaudit.fidelity.profiles.erlingsson",
     "negoescu-adult": "dpaudit.fidelity.profiles.negoescu",
     "bernau-candidates": "dpaudit.fidelity.profiles.bernau",

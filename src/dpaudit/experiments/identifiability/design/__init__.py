@@ -4,7 +4,8 @@ Grid points ρβ × sensitivity {global, local} × neighbours {bounded, unbounde
 (Eq. 10); z from ε by the RDP accountant with q = 1 and k steps; δ = 1/|D| unless set. D′ comes
 from the dataset-sensitivity search (Def. 6): unbounded D′ = D \\ {x̂}; bounded D′ = D with x̂
 replaced by x̂′. The worlds, masks and grid are the shared machinery of
-:mod:`dpaudit.data.worlds`.
+:mod:`dpaudit.data.worlds`. :func:`fig4_candidates` turns the search's top/bottom lists into the
+Fig. 4 candidate runs, each record in one list only.
 """
 
 from __future__ import annotations
@@ -91,6 +92,43 @@ def noise_multiplier_for(rho_beta: float, delta: float, steps: int) -> tuple[flo
     """(ε, z): ε from ρβ (Eq. 10), z calibrated under RDP with q = 1 and ``steps`` steps."""
     eps = epsilon_from_rho_beta(rho_beta)
     return eps, calibrate_noise_multiplier(eps, delta, 1.0, steps, "rdp")
+
+
+@dataclass(frozen=True)
+class FigCandidate:
+    """One Fig. 4 candidate D′: its neighbourhood, list (top/bottom), rank and records (x̂[, x̂′])."""
+
+    neighbours: Neighbours
+    end: str
+    rank: int
+    records: tuple[int, ...]
+
+
+def fig4_candidates(sens: SensitivityResult) -> list[FigCandidate]:
+    """The top/bottom dataset-sensitivity candidates of Bernau Fig. 4, each record in one list only.
+
+    A bounded candidate is a pair (x̂, x̂′), so one record can head a pair of largest and a pair of
+    smallest dissimilarity (digits: #1436 in both). Fig. 4 compares the two ends, so a bottom
+    candidate that shares a record with any top candidate of its neighbourhood is dropped (the top
+    list keeps it: it is the search's answer, Eqs. 18, 20). Ranks are the search's own.
+    """
+    out: list[FigCandidate] = []
+    for nb in ("unbounded", "bounded"):
+        choice = sens.unbounded if nb == "unbounded" else sens.bounded
+        ends: dict[str, list[tuple[int, ...]]] = {
+            end: [
+                (c.index,) if nb == "unbounded" else (c.index, c.replacement_index)  # type: ignore[union-attr]
+                for c in getattr(choice, end)
+            ]
+            for end in ("top", "bottom")
+        }
+        top_records = {g for records in ends["top"] for g in records}
+        for end in ("top", "bottom"):
+            for rank, records in enumerate(ends[end], start=1):
+                if end == "bottom" and top_records.intersection(records):
+                    continue
+                out.append(FigCandidate(nb, end, rank, records))  # type: ignore[arg-type]
+    return out
 
 
 def manifest_settings(manifest: TrainManifest) -> list[Setting]:

@@ -118,6 +118,7 @@ def _play_adaptive_poison(p: Play) -> dict[str, np.ndarray]:
         p.game, p.noise_multiplier, p.inserted(), p.seed, x, y,
         steps=tp.adaptive_steps, step_size=tp.adaptive_step_size,
         virtual_learning_rate=tp.virtual_learning_rate, start=tp.adaptive_start,
+        virtual_clip=tp.adaptive_virtual_clip,
     )  # fmt: skip
 
 

@@ -7,8 +7,9 @@
   reveals every θ_i to C and only θ_T to B.
 - Crafter 3 (D): the query (x_q, y_q) is Crafter 2's poison and is never inserted; at every step of
   world D′ a fresh x is crafted from x_q (or 0, the paper's start) by double back-propagation so that
-  one virtual SGD step on (x, y_q) lowers ℓ(x_q, y_q); its clipped gradient enters the step with
-  probability q (:func:`adaptive_poison_injector`, :func:`play_adaptive_poison`).
+  one virtual SGD step on (x, y_q) (clipped to C, or unclipped as the paper's) lowers ℓ(x_q, y_q);
+  its clipped gradient enters the step with probability q (:func:`adaptive_poison_injector`,
+  :func:`play_adaptive_poison`).
 """
 
 from __future__ import annotations
@@ -238,21 +239,23 @@ def play_adaptive_poison(
     step_size: float,
     virtual_learning_rate: float | None,
     start: str = "zero",
+    virtual_clip: bool = True,
 ) -> dict[str, np.ndarray]:
     """Threat model D (§IV-D): both worlds train on D; world D′ gets Crafter 3's gradient each step
     with probability q; the view is ℓ(θ_i; x_q, y_q) at every step and on the final model.
 
-    Crafter 3's virtual step is the real one for a single example: clipped to C and at rate η/(q|D|)
-    (the trainer divides the noisy sum by the expected batch q|D|) unless ``virtual_learning_rate`` is
-    given. A much larger virtual rate (the earlier default, 1.0, is 50× adult's real one) rewards x whose
-    large, non-linear step helps the query, not the small first-order step training takes."""
+    Crafter 3's virtual step is the real one for a single example: clipped to C (unless
+    ``virtual_clip`` is False, the paper's literal step) and at rate η/(q|D|) (the trainer divides the
+    noisy sum by the expected batch q|D|) unless ``virtual_learning_rate`` is given. A much larger
+    virtual rate (the earlier default, 1.0, is 50× adult's real one) rewards x whose large, non-linear
+    step helps the query, not the small first-order step training takes."""
     T = len(inserted)
     mask = np.ones((T, len(game.X_d)), dtype=bool)
     if virtual_learning_rate is None:
         virtual_learning_rate = game.learning_rate / (game.sampling_rate * len(game.X_d))
     injector = adaptive_poison_injector(
         game.model, query, label, game.lo, game.hi, steps, step_size, virtual_learning_rate, start,
-        clip_norm=game.clip_norm,
+        clip_norm=game.clip_norm if virtual_clip else None,
     )  # fmt: skip
     result = train_trials(
         game.model,
