@@ -31,7 +31,8 @@ def _placeholders(work: Path) -> None:
     ds, exp = AUDIT.split("-", 1)
     files = [f"data/train/{ds}/{exp}/x", f"data/losses/{ds}/{exp}.npz", f"data/attacks/{ds}/{exp}/x",
              f"data/bounds/{AUDIT}/x", f"plots/{AUDIT}/x", f"results/{AUDIT}.json",
-             f"results/{AUDIT}.csv", "reports/index.html", "metrics/summary.json"]  # fmt: skip
+             f"results/{AUDIT}.csv", "reports/index.html", "metrics/summary.json",
+             "results/fidelity.csv"]  # fmt: skip
     for name in files:
         path = work / name
         path.parent.mkdir(parents=True, exist_ok=True)
