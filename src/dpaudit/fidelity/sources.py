@@ -49,7 +49,7 @@ def audit_value(
 
 def audit_best(
     audit: str,
-    groups: Iterable[str],
+    groups: Iterable[str] | None,
     key: str,
     estimator: str,
     *,
@@ -57,12 +57,14 @@ def audit_best(
     setting: str,
     scale: float = 1.0,
 ) -> Source:
-    """The largest ``key`` over ``groups`` of one audit (e.g. a threat model's best distinguisher)."""
-    groups = tuple(groups)
+    """The largest ``key`` over ``groups`` of one audit (e.g. a threat model's best distinguisher);
+    ``groups`` None: over every group that has it (e.g. Epsilon* of any model)."""
+    names = None if groups is None else tuple(groups)
 
     def read(evidence: Evidence) -> Observed | None:
-        found = [(g, evidence.group(audit, g)) for g in groups]
-        found = [(g, r) for g, r in found if r is not None and r.get(key) is not None]
+        data = evidence.audit(audit) or {}
+        found = [(g, data.get(g)) for g in (data if names is None else names)]
+        found = [(g, r) for g, r in found if isinstance(r, dict) and r.get(key) is not None]
         if not found:
             return None
         group, record = max(found, key=lambda item: item[1][key])
@@ -87,20 +89,6 @@ def audit_mean(audit: str, prefix: str, key: str, estimator: str, *, same: bool,
             fmean(values), estimator, same, setting,
             f"results/{audit}.json: mean of {key} over {len(values)} groups {prefix}*",
         )  # fmt: skip
-
-    return read
-
-
-def audit_max(audit: str, key: str, estimator: str, *, same: bool, setting: str) -> Source:
-    """The largest ``key`` over every group of one audit that has it (e.g. Epsilon* of any model)."""
-
-    def read(evidence: Evidence) -> Observed | None:
-        data = evidence.audit(audit) or {}
-        found = [(g, r[key]) for g, r in data.items() if isinstance(r, dict) and r.get(key) is not None]
-        if not found:
-            return None
-        group, value = max(found, key=lambda item: item[1])
-        return Observed(value, estimator, same, setting, f"results/{audit}.json: {group} {key}")
 
     return read
 
