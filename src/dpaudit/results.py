@@ -40,6 +40,7 @@ class FigureSpec:
     frontier). ``diagonal`` adds the line y = x (e.g. empirical vs. target epsilon).
     ``hlines`` adds labelled horizontal reference lines, e.g. ``{"rho_beta": 0.9}``.
     ``x_limits`` / ``y_limits`` fix an axis' range, e.g. ``(0, 1)`` for rates (None: that end free).
+    ``intervals`` names two columns (low, high) drawn as vertical error bars on a scatter's points.
     Column names in legends are spelled for people by the report (``rho_beta`` → ρβ).
     """
 
@@ -61,6 +62,7 @@ class FigureSpec:
     caption: str = ""
     x_limits: tuple[float | None, float | None] | None = None
     y_limits: tuple[float | None, float | None] | None = None
+    intervals: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True)

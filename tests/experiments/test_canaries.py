@@ -62,7 +62,7 @@ def test_audit_set_builds_every_canary_type() -> None:
     rng = np.random.default_rng(1)
     X = rng.uniform(size=(400, 8, 8, 1)).astype(np.float32)
     y = rng.integers(0, 10, 400)
-    settings = DatasetSettings(base=100, canaries=CanaryCounts(10, 5, 5, 4, 6), duplicate_copies=3)
+    settings = DatasetSettings(base=100, canaries=CanaryCounts(10, 5, 5, 4, 2, 6), duplicate_copies=3)
     a = build_audit_set(X, y, np.arange(400), 10, settings, models=8, seed=2)
     kinds = {name: np.flatnonzero(a.canary_type == i) for i, name in enumerate(CANARY_TYPES)}
     assert np.all(a.canary_y[kinds["mislabeled"]] != y[a.source[kinds["mislabeled"]]])
@@ -71,9 +71,12 @@ def test_audit_set_builds_every_canary_type() -> None:
     blank = a.canary_x[kinds["blank"]]
     flat = blank.reshape(len(blank), -1)
     assert np.all(flat == flat[:, :1])
-    assert np.all(a.copies[kinds["duplicates"]] == 3) and np.sum(a.copies != 1) == 4
+    assert np.all(a.copies[kinds["duplicates"]] == 3) and np.sum(a.copies != 1) == 6
+    # Mislabeled duplicates: repeated like duplicates, with a label that is not the record's.
+    both = kinds["mislabeled_duplicates"]
+    assert np.all(a.copies[both] == 3) and np.all(a.canary_y[both] != y[a.source[both]])
     Xt, yt, mask = a.training_arrays()
-    assert len(Xt) == 100 + 30 + 4 * 2 and mask.shape == (8, len(Xt)) and mask[:, :100].all()
+    assert len(Xt) == 100 + 32 + 6 * 2 and mask.shape == (8, len(Xt)) and mask[:, :100].all()
     # A duplicated canary's copies are in or out together, with its design bit.
     k = kinds["duplicates"][0]
     rows = 100 + np.cumsum(np.r_[0, a.copies])[k] + np.arange(3)
@@ -86,10 +89,14 @@ def test_label_only_scores_match_a_hand_computation() -> None:
     hits = np.array([[1, 1, 0, 0, 1, 0]])
     member = np.array([[True, True, True, False, False, False]])
     scores = label_only_scores(hits, member)
-    # Target 0 (in, hit): in-shadows {1, 0} → p_in = (1 + .5)/(2 + 1); out {0, 1, 0} → p_out = 1.5/4.
-    assert scores[0, 0] == pytest.approx(math.log(0.5) - math.log(1.5 / 4))
-    # Target 3 (out, miss): in {1, 1, 0} → 2.5/4; out {1, 0} → 1.5/3.
-    assert scores[0, 3] == pytest.approx(math.log(1 - 2.5 / 4) - math.log(1 - 0.5))
+    # Target 0 (in, hit): in-shadows {1, 2} = hits {1, 0}; out: the first 2 after 0 = models {3, 4}
+    # = hits {0, 1} → p_in = p_out = 1.5/3: score 0.
+    assert scores[0, 0] == pytest.approx(0.0)
+    # Target 3 (out, miss): out-shadows {4, 5} = {1, 0}; in: first 2 after 3 cyclically = {0, 1}
+    # = {1, 1} → p_in = 2.5/3, p_out = 1.5/3.
+    assert scores[0, 3] == pytest.approx(math.log(1 - 2.5 / 3) - math.log(1 - 1.5 / 3))
+    # Target 2 (in, miss): in {0, 1} = {1, 1}; out {3, 4} = {0, 1}.
+    assert scores[0, 2] == pytest.approx(math.log(1 - 2.5 / 3) - math.log(1 - 1.5 / 3))
 
 
 def test_lira_with_no_signal_has_tpr_at_fpr_near_fpr() -> None:

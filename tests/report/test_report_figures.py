@@ -262,3 +262,18 @@ def test_region_of_privacy_log_axis_clips_loose_compositions_and_marks_zero_boun
     assert CLIPPED_LABEL in labels and ZERO_LABEL in labels
     assert any("advanced 1e+46" in t.get_text() for t in ax.texts)
     assert ax.get_xlim()[0] > 0
+
+
+def test_scatter_intervals_are_drawn_as_error_bars_from_low_to_high(fake_root):
+    path = fake_root / "plots" / "iv.csv"
+    path.write_text("x,y,low,high,name\n0.9,0.5,0.4,0.7,a\n0.95,0.2,0.1,0.25,b\n")
+    spec = FigureSpec(
+        "iv", "I", "scatter", str(path), "x", ["y"], "x", "y", group="name", intervals=("low", "high")
+    )
+    ax = _panel(spec, fake_root)
+    segments = [seg for coll in ax.collections for seg in coll.get_segments()]
+    spans = sorted((round(s[0][1], 6), round(s[1][1], 6)) for s in segments)
+    assert spans == [(0.1, 0.25), (0.4, 0.7)]
+    missing = dataclasses.replace(spec, intervals=("low", "upper"))
+    with pytest.raises(FigureError, match="column 'upper'"):
+        render_figure(missing, fake_root)

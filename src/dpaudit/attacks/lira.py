@@ -207,3 +207,39 @@ def lira_scores(
             phi, loc=fits.mu_out, scale=fits.std_out
         )
     return per_aug.mean(axis=-1)
+
+
+def lira_scores_with_references(
+    confidences: np.ndarray, membership: np.ndarray, references: np.ndarray, *, mode: Mode = "online"
+) -> np.ndarray:
+    """LiRA scores ``[K, M]`` fitted on chosen reference models only (``references[k, m]``: the model
+    indices of decision (k, m), e.g. :func:`dpaudit.attacks.rmia.reference_models`), so LiRA and
+    RMIA can be compared on the same few models.
+
+    μ_in and μ_out are the means over the references that did / did not train on canary k. With one
+    or two references per side no per-canary variance exists; Carlini et al. then fix one variance
+    for every decision, and with one shared σ neither ranking depends on its value: online scores
+    ``(φ − μ_out)² − (φ − μ_in)²`` (the log-likelihood ratio times 2σ²), offline ``φ − μ_out``
+    (ordered like −log Pr(Z > φ)). Augmentations are averaged like :func:`lira_scores`.
+    """
+    phi, member = _as_grid(confidences, membership)
+    refs = np.asarray(references)
+    if refs.ndim != 3 or refs.shape[:2] != member.shape:
+        raise ValueError(f"references must be [K, M, r] for membership {member.shape}, got {refs.shape}")
+    rows = np.arange(phi.shape[0])[:, None, None]
+    ref_phi = phi[rows, refs]  # [K, M, r, A]
+    ref_in = member[rows, refs][..., None].astype(np.float64)  # [K, M, r, 1]
+
+    def side_mean(weight: np.ndarray, side: str) -> np.ndarray:
+        count = weight.sum(axis=2)
+        if np.any(count == 0):
+            raise ValueError(f"every decision needs >= 1 {side}-reference; some have none")
+        return (weight * ref_phi).sum(axis=2) / count
+
+    mu_out = side_mean(1.0 - ref_in, "out")
+    if mode == "offline":
+        return (phi - mu_out).mean(axis=-1)
+    if mode != "online":
+        raise ValueError(f"mode must be 'online' or 'offline', got {mode!r}")
+    mu_in = side_mean(ref_in, "in")
+    return ((phi - mu_out) ** 2 - (phi - mu_in) ** 2).mean(axis=-1)

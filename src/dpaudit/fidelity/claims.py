@@ -23,6 +23,7 @@ from dpaudit.fidelity.sources import (
     closed_form,
     profile_value,
     ratio_of_audit_values,
+    share_of_defences,
 )
 
 __all__ = ["CLAIMS", "Claim", "Rule"]
@@ -221,11 +222,33 @@ CLAIMS: tuple[Claim, ...] = (
         (ratio_of_audit_values(
             "digits-canaries",
             tuple(f"canary_type={t}/defence=undefended/attack=lira_online_logit"
-                  for t in ("mislabeled", "blank", "ood", "duplicates")),
+                  for t in ("mislabeled", "blank", "ood", "duplicates", "mislabeled_duplicates")),
             "canary_type=clean/defence=undefended/attack=lira_online_logit", "tpr_at_fpr_0p01",
             "LiRA TPR at 1 % FPR, best canary type / clean records",
             setting="digits, undefended MLP, 64 models"),),
         Rule("at_least", 0.0), "canaries leak more than the population (ratio > 1)", lambda o: o.value > 1,
+    ),
+    Claim(
+        "aerni-heuristics-leak", "share",
+        (share_of_defences(
+            "digits-canaries", lambda r: bool(r.get("canary_above_population")),
+            "best adaptive attack × canary type vs the published attack on clean records, TPR at 1 % FPR; "
+            "limits joint at 95 % over the pick",
+            setting="digits, RelaxLoss and SELENA tuned to ≥ 0.93, 64 models",
+            describe="canary_above_population"),),
+        Rule("near", 0.0), "at least one defence leaks significantly more on canaries", lambda o: o.value > 0,
+    ),
+    Claim(
+        "aerni-dp-baseline", "share",
+        (share_of_defences(
+            "digits-canaries",
+            lambda r: r.get("canary_tpr_at_fpr_0p001", 1.0)
+            < r.get("matched_dpsgd_canary_tpr_at_fpr_0p001", 0.0),
+            "best canary TPR at 0.1 % FPR, heuristic below the noisiest DP-SGD at least as accurate "
+            "(the most accurate where none is)",
+            setting="digits, DP-SGD z ∈ {2, 0.5, 0.1}, 64 models",
+            describe="canary_tpr_at_fpr_0p001 vs matched_dpsgd_canary_tpr_at_fpr_0p001"),),
+        Rule("near", 0.0), "not every heuristic beats DP-SGD (share < 1)", lambda o: o.value < 1,
     ),
     Claim(
         "steinke-one-run", "ε_LB / ε",

@@ -20,6 +20,7 @@ __all__ = [
     "audit_value",
     "profile_value",
     "ratio_of_audit_values",
+    "share_of_defences",
 ]
 
 Source = Callable[[Evidence], Observed | None]
@@ -145,5 +146,22 @@ def closed_form(compute: Callable[[], float], estimator: str, *, setting: str, s
 
     def read(evidence: Evidence) -> Observed | None:
         return Observed(float(compute()), estimator, True, setting, source)
+
+    return read
+
+
+def share_of_defences(
+    audit: str, holds: Callable[[dict], bool], estimator: str, *, setting: str, describe: str
+) -> Source:
+    """The share of the published heuristic defences of ``results/<audit>.json["heuristics"]`` (one
+    entry per defence) for which ``holds`` is true; ``describe`` names the keys it reads."""
+
+    def read(evidence: Evidence) -> Observed | None:
+        rows = evidence.group(audit, "heuristics")
+        if not rows:
+            return None
+        share = fmean(1.0 if holds(row) else 0.0 for row in rows.values())
+        source = f"results/{audit}.json: heuristics ({', '.join(sorted(rows))}) {describe}"
+        return Observed(share, estimator, False, setting, source)
 
     return read

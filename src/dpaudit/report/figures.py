@@ -19,6 +19,7 @@ Semantics of the spec fields, per ``kind``:
 - ``highlight``: a boolean column; its true rows are drawn as one connected, emphasised series
   (sorted by ``x``), e.g. a Pareto frontier.
 - ``diagonal``: the reference line y = x; ``hlines``: labelled horizontal reference lines.
+- ``intervals``: (low, high) columns drawn as vertical error bars on a scatter's points.
 """
 
 from __future__ import annotations
@@ -115,6 +116,7 @@ def load_figure_data(spec: FigureSpec, root: Path) -> pd.DataFrame:
         raise FigureError(f"figure {spec.id!r}: {path} is not a readable CSV: {exc}") from exc
     needed = [("x", spec.x)] + [("y", column) for column in spec.y]
     needed += [(name, getattr(spec, name)) for name in ("group", "facet", "highlight") if getattr(spec, name)]
+    needed += [("interval", column) for column in spec.intervals or ()]
     for role, column in needed:
         if column not in frame.columns:
             raise FigureError(
@@ -222,7 +224,11 @@ def _draw_panel(ax: Axes, frame: pd.DataFrame, spec: FigureSpec) -> None:
             ys = _numeric(rows, column, spec)
             keep = _drawable(xs, spec.x_log) & _drawable(ys, spec.y_log)
             xs, ys = xs[keep], ys[keep]
-            if spec.kind == "scatter":
+            if spec.kind == "scatter" and spec.intervals:
+                low, high = (_numeric(rows, c, spec)[keep].to_numpy() for c in spec.intervals)
+                errors = np.vstack([np.maximum(ys - low, 0.0), np.maximum(high - ys, 0.0)])
+                ax.errorbar(xs, ys, yerr=errors, fmt="o", markersize=4.5, capsize=3, label=label)
+            elif spec.kind == "scatter":
                 ax.scatter(xs, ys, label=label, s=22, alpha=0.8)
             else:
                 order = np.argsort(xs.to_numpy(), kind="stable")

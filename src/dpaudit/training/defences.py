@@ -23,7 +23,9 @@ class DefenceKind:
     accountants bound (and the audit checks its lower bounds against them); otherwise non-private.
     ``neural``: trained by the batched (DP-)SGD trainer on the experiment's network (False: a model
     trained elsewhere, such as XGBoost). ``label_only``: the released model answers only its top-1
-    label (a heuristic that hides confidence), so only label-only attacks apply.
+    label (a heuristic that hides confidence), so only label-only attacks apply. ``heuristic``: a
+    published non-private defence that changes how the model is trained (its outputs are released
+    as they are), evaluated against the population-level attack it was published with.
     """
 
     name: str
@@ -31,11 +33,12 @@ class DefenceKind:
     private: bool = False
     neural: bool = True
     label_only: bool = False
+    heuristic: bool = False
 
     @property
     def undefended(self) -> bool:
-        """Neither private nor hiding its confidence: a baseline that the other defences improve on."""
-        return not self.private and not self.label_only
+        """No defence at all: a baseline that the other defences improve on."""
+        return not self.private and not self.label_only and not self.heuristic
 
 
 def defence_kinds(*kinds: DefenceKind) -> Mapping[str, DefenceKind]:

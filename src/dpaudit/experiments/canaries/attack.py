@@ -1,4 +1,4 @@
-"""Attack stage of the canaries experiment: LiRA and the label-only attack, every canary × target.
+"""Attack stage of the canaries experiment: LiRA, RMIA and the label-only attack, every canary × target.
 
 Each of the M models is in turn the target and the other M − 1 its shadows (leave-one-out), so each
 attack gives one score per (canary k, target m): K·M decisions, half of them "in" (Aerni et al. §3,
@@ -9,16 +9,22 @@ attack gives one score per (canary k, target m): K·M decisions, half of them "i
   out-Gaussians) and offline (out only), on the logit-scaled confidence and on the hinge, with
   per-sample or global variance, averaged over query augmentations when ``attack.augment``.
   It runs on every defence that releases logits.
-- The label-only attack (:func:`label_only_scores`) for a release of the top-1 label only: the same
-  likelihood-ratio test with a Bernoulli model of "the target predicts the canary's assigned label".
+- The label-only attack (:func:`dpaudit.attacks.label_only.label_only_scores`) for a release of the
+  top-1 label only: the same likelihood-ratio test with a Bernoulli model of "the target predicts
+  the canary's assigned label", on equally many in- and out-shadows (unbiased with no signal).
   On clean records it is the defence's own population-style attack; on mislabeled canaries it is
   Aerni et al.'s adaptive attack (the defence hides confidences, but a memorised wrong label shows).
+- On the non-private releases (undefended, the published heuristics): RMIA (Zarifzadeh et al. 2024,
+  :mod:`dpaudit.attacks.rmia`) with 1 reference model offline and 4 online (ties of its count split
+  by LR(x)), LiRA fitted on exactly the same reference models, and ``threshold_confidence``, the
+  population-level attack the heuristics were published with (one global threshold on φ).
 
 Every (defence, attack, canary type) is one score set of K_t·M decisions (group ``defence`` /
 ``attack`` / ``canary_type``; arrays ``canary`` and ``model``), audited for attack strength
 (estimator ``rates``). The defence's own attack on the single-record canary types (or on clean
 records where there are none) also names ``lira_per_model`` (ε lower bounds from one decision per
-model) and ``lira_pooled`` (an estimate from all decisions); a DP-SGD defence's sets declare the
+model) and ``lira_pooled`` (an estimate from all decisions), RMIA's sets ``lira_per_model`` too (its
+bounds share the defence's joint level); a DP-SGD defence's sets declare the
 Poisson-subsampled Gaussian of its run (``assumes``, with q and T).
 """
 
@@ -28,43 +34,38 @@ from pathlib import Path
 
 import numpy as np
 
-from dpaudit.attacks.lira import lira_scores
+from dpaudit.attacks.label_only import label_only_scores
+from dpaudit.attacks.lira import lira_scores, lira_scores_with_references
+from dpaudit.attacks.rmia import reference_models, rmia_scores
 from dpaudit.experiments.base import TrainManifest, event_to_json
 from dpaudit.experiments.canaries.config import CANARY_TYPES, CanariesConfig
-from dpaudit.experiments.canaries.design import DEFENCE_KINDS, DESIGN_FILE, load_audit_set
+from dpaudit.experiments.canaries.design import (
+    DEFENCE_KINDS,
+    DESIGN_FILE,
+    LABEL_ONLY,
+    REFERENCE_ATTACKS,
+    THRESHOLD_ATTACK,
+    load_audit_set,
+)
 from dpaudit.layout import Audit
 from dpaudit.scores import ScoreSet, write_score_sets
 
 LIRA_ATTACKS = ("lira_online_logit", "lira_online_hinge", "lira_offline_logit", "lira_offline_hinge")
-LABEL_ONLY = "label_only"
-
-#: Additive smoothing of the Bernoulli rates (Jeffreys prior: +1/2 success, +1/2 failure).
-SMOOTHING = 0.5
-
-
-def label_only_scores(hits: np.ndarray, membership: np.ndarray, smoothing: float = SMOOTHING) -> np.ndarray:
-    """Label-only LiRA scores ``[K, M]`` from ``hits[k, m, a]`` = 1 if query a of canary k gets its label.
-
-    Leave-one-out like :func:`dpaudit.attacks.lira.lira_scores`: for target m, the rates p_in and
-    p_out of a hit are estimated on the other models where canary k is in / out (smoothed), and the
-    score is ``mean_a log Pr(hit_kma | p_in) − log Pr(hit_kma | p_out)``; higher means "member".
-    """
-    b = np.asarray(hits, dtype=np.float64)
-    if b.ndim == 2:
-        b = b[..., None]
-    member = np.asarray(membership, dtype=bool)[..., None].astype(np.float64)  # [K, M, 1]
-    out = 1.0 - member
-
-    def rate(side: np.ndarray) -> np.ndarray:
-        total = (side * b).sum(axis=1, keepdims=True)  # [K, 1, A]
-        count = side.sum(axis=1, keepdims=True)  # [K, 1, 1]
-        loo_total = total - side * b
-        loo_count = count - side
-        return (loo_total + smoothing) / (loo_count + 2.0 * smoothing)
-
-    p_in, p_out = rate(member), rate(out)
-    llr = b * (np.log(p_in) - np.log(p_out)) + (1.0 - b) * (np.log1p(-p_in) - np.log1p(-p_out))
-    return llr.mean(axis=-1)
+def reference_attack_scores(
+    phi: np.ndarray, membership: np.ndarray, population_prob: np.ndarray
+) -> dict[str, np.ndarray]:
+    """RMIA (:func:`dpaudit.attacks.rmia.rmia_scores`) and LiRA fitted on exactly its reference models,
+    for each of :data:`REFERENCE_ATTACKS`. ``phi``: logit-scaled confidences ``[K, M, A]``, whose
+    logistic is the probability of the canary's label; ``population_prob``: ``[M, Z]``."""
+    prob = 1.0 / (1.0 + np.exp(-np.asarray(phi, dtype=np.float64)))
+    out = {}
+    for mode, r in REFERENCE_ATTACKS:
+        refs = reference_models(membership, r, mode)
+        out[f"rmia_{mode}_r{r}"] = rmia_scores(
+            prob, population_prob, membership, references=r, mode=mode, refine_ties=True
+        )
+        out[f"lira_{mode}_r{r}"] = lira_scores_with_references(phi, membership, refs, mode=mode)
+    return out
 
 
 def main_attack(kind: str, confidence: str) -> str:
@@ -74,11 +75,11 @@ def main_attack(kind: str, confidence: str) -> str:
 
 
 def bound_types(canary_type: np.ndarray) -> list[int]:
-    """The canary types ε is bounded on: the single-record non-clean types present (duplicates
+    """The canary types ε is bounded on: the single-record non-clean types present (repeated canaries
     differ by r records: their ε is a group-privacy ε), else clean."""
     clean = CANARY_TYPES.index("clean")
     present = [t for t in range(len(CANARY_TYPES)) if np.any(canary_type == t)]
-    single = [t for t in present if t != clean and CANARY_TYPES[t] != "duplicates"]
+    single = [t for t in present if t != clean and not CANARY_TYPES[t].endswith("duplicates")]
     return single or [clean]
 
 
@@ -107,6 +108,8 @@ def defence_sets(
             estimators = ("rates",)
             if attack_name == own and t in bounded:
                 estimators += ("lira_per_model", "lira_pooled")
+            elif attack_name.startswith("rmia_") and t in bounded:
+                estimators += ("lira_per_model",)
             sets.append(
                 ScoreSet(
                     {"defence": name, "attack": attack_name, "canary_type": CANARY_TYPES[t]},
@@ -140,6 +143,10 @@ def attack(config: CanariesConfig, audit: Audit, manifest: TrainManifest, out_di
                 scores[attack_name] = lira_scores(
                     phi, membership, mode=mode, variance=config.attack.variance,  # type: ignore[arg-type]
                 )  # fmt: skip
+            if not DEFENCE_KINDS[kind].private:  # the non-private releases: the heuristics and their baseline
+                phi = views[f"{group}__phi_logit"][:, :, queries]
+                scores[THRESHOLD_ATTACK] = phi[:, :, 0].astype(np.float64)
+                scores |= reference_attack_scores(phi, membership, views[f"{group}__population_prob"])
         hits = views[f"{group}__pred"][:, :, queries] == audit_set.canary_y[:, None, None]
         scores[LABEL_ONLY] = label_only_scores(hits, membership)
         own = main_attack(kind, config.attack.confidence)

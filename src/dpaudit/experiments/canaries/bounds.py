@@ -33,7 +33,8 @@ from dpaudit.bounds.tradeoff import SubsampledGaussian
 from dpaudit.experiments.base import BoundsResult, Mechanism, TrainManifest, finite_number
 from dpaudit.experiments.canaries.attack import bound_types, main_attack
 from dpaudit.experiments.canaries.config import CANARY_TYPES, CanariesConfig
-from dpaudit.experiments.canaries.design import DEFENCE_KINDS
+from dpaudit.experiments.canaries.design import DEFENCE_KINDS, heuristics
+from dpaudit.experiments.canaries.design.comparison import reference_comparison
 from dpaudit.layout import Audit
 from dpaudit.results import SummaryRow
 from dpaudit.scores import ScoreSet, group_key, read_score_sets
@@ -278,7 +279,11 @@ def bounds(config: CanariesConfig, audit: Audit, manifest: TrainManifest) -> Bou
                 confidence=best.level if counted else None,
             )
         )  # fmt: skip
+    heuristic_rows = heuristics.evaluate(sets, info, list(levels), check_level(levels), bp.confidence)
     plots = {
+        "heuristics.csv": pd.DataFrame(
+            heuristics.plot_rows(heuristic_rows, list(levels)), columns=list(heuristics.PLOT_COLUMNS)
+        ),
         "roc.csv": pd.DataFrame(roc_rows, columns=["defence", "series", "fpr", "tpr"]),
         "population_vs_canary.csv": pd.DataFrame(bar_rows),
         "privacy_utility.csv": pd.DataFrame(pu_rows),
@@ -291,12 +296,16 @@ def bounds(config: CanariesConfig, audit: Audit, manifest: TrainManifest) -> Bou
             (i for i, d in enumerate(defences) if DEFENCE_KINDS[str(d["kind"])].label_only), 0
         ),
         "checks": acceptance_checks(info, tag1, clean_in),
+        "heuristics": heuristic_rows,
+        "reference_comparison": reference_comparison(sets, info, levels[0], bp.confidence),
         "confidence_kind": str(config.attack.confidence),
         "variance": str(config.attack.variance),
         "augment": bool(config.attack.augment),
         "bar_columns": [c for c in pd.DataFrame(bar_rows).columns if c != "defence"],
     }
     metrics = {**table.metrics(), "headline": {n: headline_metrics(r) for n, r in _headlines(table, info)}}
+    if heuristic_rows:
+        metrics["heuristics"] = {r["defence"]: heuristics.metrics(r, list(levels)) for r in heuristic_rows}
     return BoundsResult(metrics, plots, summary, context, csv_float_format="%.6g", table=table)
 
 

@@ -28,9 +28,13 @@ from dpaudit.experiments.params import LevelParams, TrainingKnobs
 if TYPE_CHECKING:
     from dpaudit.data.custom import DatasetSize
 
-#: Canary types, in the order of the audit set (Aerni et al. §4: mislabeled, blank, OOD, duplicates)
-#: and ``clean``, unmodified random records: the population-style view.
-CANARY_TYPES = ("mislabeled", "blank", "ood", "duplicates", "clean")
+#: Canary types, in the order of the audit set (Aerni et al. §4: mislabeled, blank, OOD, duplicates),
+#: ``mislabeled_duplicates`` (a mislabeled record repeated: the canary that survives a distillation
+#: defence which hides each record from the teachers that label it) and ``clean``, unmodified random
+#: records: the population-style view.
+CANARY_TYPES = ("mislabeled", "blank", "ood", "duplicates", "mislabeled_duplicates", "clean")
+#: The published heuristic defences the canaries audit can train (:mod:`dpaudit.training.heuristics`).
+HEURISTIC_NAMES = ("relaxloss", "selena", "hamp")
 OodKind = Literal["noise", "inverted"]
 Confidence = Literal["logit", "hinge"]
 Variance = Literal["per_sample", "global"]
@@ -43,11 +47,12 @@ MAX_STEPS = 100_000
 class CanaryCounts:
     """How many canaries of each type: K is their sum (default 200; Aerni et al. use 500)."""
 
-    mislabeled: int = 60
+    mislabeled: int = 50
     blank: int = 20
     ood: int = 20
     duplicates: int = 20
-    clean: int = 80
+    mislabeled_duplicates: int = 20
+    clean: int = 70
 
     def __post_init__(self) -> None:
         for name in CANARY_TYPES:
@@ -71,7 +76,8 @@ class DatasetSettings:
     ``base`` records (drawn from D ∪ U) are in every model; the canaries come from the rest of the
     pool; test accuracy is measured on the prepared evaluation split. ``ood``: ``noise`` = uniform
     noise inputs with random labels, ``inverted`` = 1 − x with the record's true label.
-    ``duplicate_copies``: how many times each ``duplicates`` canary (a clean record) is repeated.
+    ``duplicate_copies``: how many times each ``duplicates`` canary (a clean record) and each
+    ``mislabeled_duplicates`` canary is repeated.
     """
 
     base: int = 1000
@@ -92,12 +98,76 @@ class DatasetSettings:
 
 
 @dataclass(frozen=True)
+class RelaxLossParams:
+    """RelaxLoss (Chen et al., ICLR 2022): the target loss ``alpha`` the training loss is held at,
+    the learning rate and the epochs (at the audit's sampling rate)."""
+
+    alpha: float = 0.6
+    learning_rate: float = 0.5
+    epochs: float = 60.0
+
+    def __post_init__(self) -> None:
+        require(self.alpha > 0, "alpha", self.alpha, "must be > 0")
+        require(self.learning_rate > 0, "learning_rate", self.learning_rate, "must be > 0")
+        # Training ends in the phase of its last epoch; an odd count ends in gradient ascent.
+        require(
+            self.epochs > 0 and float(self.epochs).is_integer() and int(self.epochs) % 2 == 0,
+            "epochs",
+            self.epochs,
+            "must be an even whole number (RelaxLoss alternates ascent and flattening epochs)",
+        )
+
+
+@dataclass(frozen=True)
+class SelenaParams:
+    """SELENA (Tang et al., USENIX Security 2022): K ``submodels``, each record hidden from
+    ``excluded`` = L of them (Split-AI), then a student distilled on the Split-AI labels."""
+
+    submodels: int = 8
+    excluded: int = 3
+    learning_rate: float = 1.0
+    epochs: float = 16.0
+    distill_epochs: float = 16.0
+
+    def __post_init__(self) -> None:
+        require(self.submodels >= 2, "submodels", self.submodels, "must be >= 2")
+        require(
+            1 <= self.excluded < self.submodels, "excluded", self.excluded, "must lie in 1 .. submodels - 1"
+        )
+        require(self.learning_rate > 0, "learning_rate", self.learning_rate, "must be > 0")
+        require(self.epochs > 0, "epochs", self.epochs, "must be > 0")
+        require(self.distill_epochs > 0, "distill_epochs", self.distill_epochs, "must be > 0")
+
+
+@dataclass(frozen=True)
+class HampParams:
+    """HAMP (Chen & Pattabiraman, NDSS 2024): soft labels of entropy ``entropy_threshold`` · log C,
+    an entropy regulariser of strength ``alpha``, the learning rate and the epochs; the released
+    outputs are replaced by those of random inputs in the query's class ranking."""
+
+    entropy_threshold: float = 0.9
+    alpha: float = 0.01
+    learning_rate: float = 1.0
+    epochs: float = 40.0
+
+    def __post_init__(self) -> None:
+        require(
+            0 < self.entropy_threshold < 1, "entropy_threshold", self.entropy_threshold, "must lie in (0, 1)"
+        )
+        require(self.alpha >= 0, "alpha", self.alpha, "must be >= 0")
+        require(self.learning_rate > 0, "learning_rate", self.learning_rate, "must be > 0")
+        require(self.epochs > 0, "epochs", self.epochs, "must be > 0")
+
+
+@dataclass(frozen=True)
 class TrainParams(TrainingKnobs):
     """The M models of every defence, each canary in exactly M/2 of them (Aerni et al. §3).
 
     Undefended models train without clipping or noise at ``learning_rate``; DP-SGD models
     (Abadi et al.) clip to ``clip_norm`` and add noise ``noise_multipliers`` × C, plus one
     utility-first setting (``utility_first_noise``, ε far above 1000), at ``dp_learning_rate``.
+    ``heuristics``: the published heuristic defences trained beside them, with their settings
+    (``relaxloss``, ``selena``, ``hamp``; tuned to the utility target in ``benchmarks/tune_heuristics.py``).
     """
 
     seed: int = 0
@@ -110,9 +180,20 @@ class TrainParams(TrainingKnobs):
     clip_norm: float = 1.0
     noise_multipliers: tuple[float, ...] = (0.5, 2.0)
     utility_first_noise: float | None = 0.1
+    heuristics: tuple[str, ...] = HEURISTIC_NAMES
+    relaxloss: RelaxLossParams = field(default_factory=RelaxLossParams)
+    selena: SelenaParams = field(default_factory=SelenaParams)
+    hamp: HampParams = field(default_factory=HampParams)
 
     def __post_init__(self) -> None:
         super().__post_init__()  # delta, sampling_rate, learning_rate, clip_norm
+        require(
+            set(self.heuristics) <= set(HEURISTIC_NAMES)
+            and len(set(self.heuristics)) == len(self.heuristics),
+            "heuristics",
+            list(self.heuristics),
+            f"must list distinct names among {list(HEURISTIC_NAMES)}",
+        )
         require(self.models >= 8 and self.models % 2 == 0, "models", self.models, "must be even and >= 8")
         require(self.epochs > 0, "epochs", self.epochs, "must be > 0")
         require(

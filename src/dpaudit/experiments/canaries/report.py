@@ -8,12 +8,15 @@ defence, and a privacy–utility scatter with DP-SGD as a curve (their Fig. 1 st
 
 from __future__ import annotations
 
+from typing import Any
+
 from dpaudit.experiments.base import BoundsResult, TrainManifest
 from dpaudit.experiments.canaries.bounds import check_level, level_tag, summary_score_names
 from dpaudit.experiments.canaries.config import CanariesConfig
 from dpaudit.experiments.canaries.design import DEFENCE_KINDS
+from dpaudit.experiments.canaries.design.comparison import COMPARED
 from dpaudit.layout import Audit
-from dpaudit.results import AuditBlocks, ReportSection, annotate, audit_section, percent
+from dpaudit.results import AuditBlocks, ReportSection, TableSpec, annotate, audit_section, percent
 
 
 def summary_scores_declared(level: float) -> dict[str, str]:
@@ -26,6 +29,89 @@ def summary_scores_declared(level: float) -> dict[str, str]:
         "ratio": "canary / population TPR (only where the population TPR is not 0)",
         f"{population}_upper": "population TPR's upper limit where 0 was observed",
     }
+
+
+def _interval(rate: dict[str, float]) -> str:
+    return f"{rate['value']:.3g} [{rate['low']:.3g}, {rate['high']:.3g}]"
+
+
+def heuristic_table(
+    blocks: AuditBlocks, rows: list[dict[str, Any]], levels: list[float], check: float
+) -> TableSpec:
+    """The published heuristics: their own population-level evaluation beside the sample-level one
+    and the matched-accuracy DP-SGD setting."""
+    low, at, at_low = f"{min(levels):g}", percent(check), percent(min(levels))
+    columns = ["defence", "test accuracy", f"published attack TPR @{at}", "best canaries (attack)",
+               f"canary TPR @{at}", f"canary TPR @{at_low}", "ratio", "canaries above population",
+               f"top natural TPR @{at}", "matched DP-SGD (accuracy)",
+               f"DP-SGD canary TPR @{at_low}"]  # fmt: skip
+    table = []
+    for r in rows:
+        dp = r.get("dpsgd")
+        table.append([
+            r["label"], round(r["accuracy"], 4), _interval(r["population"][f"{check:g}"]),
+            f"{r['best_type']} ({r['best_attack']})", _interval(r["canary"][f"{check:g}"]),
+            _interval(r["canary"][low]), "∞" if r["ratio"] == float("inf") else round(r["ratio"], 1),
+            "yes" if r["canary_above_population"] else "not reproduced",
+            _interval(r["top_natural"]) if "top_natural" in r else "–",
+            (f"{dp['label']} ({dp['accuracy']:.4f}" + ("" if dp["reaches_accuracy"] else ", less accurate")
+             + ")") if dp else "–",
+            _interval(dp["canary"][low]) if dp and dp["canary"] else "–",
+        ])  # fmt: skip
+    return blocks.table(
+        "heuristics",
+        "Published heuristic defences: their own evaluation beside the sample-level one",
+        columns,
+        table,
+        caption=(
+            "Published attack: the population-level attack each defence was evaluated with (one global "
+            "threshold on the released confidence) on clean records. Best canaries: the largest TPR among "
+            "the adaptive attacks (LiRA, RMIA, label-only) on the canary types chosen for the defence. "
+            "Intervals: two-sided Clopper–Pearson at the audit's confidence. 'Canaries above population' "
+            "compares the best set's lower limit, widened for the choice among the candidates, with the "
+            "population's upper limit, jointly at that confidence. Top natural: the most vulnerable clean "
+            "records, chosen on half of the target models and measured on the other half. Matched DP-SGD: "
+            "the noisiest setting at least as accurate as the defence (the most accurate where none is), "
+            "attacked by LiRA."
+        ),
+    )
+
+
+def comparison_table(blocks: AuditBlocks, rows: list[dict[str, Any]], level: float) -> TableSpec:
+    """RMIA and LiRA on the same reference models, and LiRA on every shadow (undefended models)."""
+    columns = ["canary type", *(f"{a} TPR @{percent(level)}" for a in COMPARED)]
+    table = [[r["canary_type"], *(_interval(r[a]) if a in r else "–" for a in COMPARED)] for r in rows]
+    return blocks.table(
+        "rmia",
+        "RMIA beside LiRA on the same reference models (undefended models)",
+        columns,
+        table,
+        caption=(
+            "r1: one reference model that did not train on the canary (offline; RMIA approximates the "
+            "in-side linearly); r4: two that did and two that did not (online). LiRA on the same models "
+            "shares one variance across decisions; lira_online_logit uses all other models as shadows. "
+            "Two-sided Clopper–Pearson intervals at the audit's confidence."
+        ),
+    )
+
+
+def heuristic_findings(rows: list[dict[str, Any]], check: float) -> list[str]:
+    """One sentence per published heuristic defence."""
+    at = percent(check)
+    out = []
+    for r in rows:
+        pop, can = r["population"][f"{check:g}"], r["canary"][f"{check:g}"]
+        text = (
+            f"{r['label']} ({r['citation']}): its published attack reaches TPR {pop['value']:.3g} "
+            f"at {at} FPR, "
+            f"{r['best_type']} canaries under {r['best_attack']} {can['value']:.3g}; "
+            + ("the canaries' lower limit lies above the population's upper limit"
+               if r["canary_above_population"] else "Aerni et al.'s gap is not reproduced at this size")
+        )  # fmt: skip
+        if "criterion_holds" in r and not r["criterion_holds"]:
+            text += "; the most vulnerable natural records are more exposed than the canaries"
+        out.append(text)
+    return out
 
 
 def section(
@@ -71,6 +157,11 @@ def section(
             ),
         )
     ]
+    if ctx.get("reference_comparison"):
+        tables.append(comparison_table(blocks, ctx["reference_comparison"], levels[0]))
+    heuristics = list(ctx.get("heuristics", []))
+    if heuristics:
+        tables.append(heuristic_table(blocks, heuristics, levels, level1))
     figures = [
         blocks.roc(
             "roc",
@@ -105,6 +196,23 @@ def section(
             caption="Aerni et al.: DP-SGD at utility-first settings vs a heuristic at similar accuracy.",
         ),
     ]
+    if heuristics:
+        figures.append(
+            blocks.figure(
+                "heuristics",
+                f"Published heuristics and matched DP-SGD: best canary TPR at {percent(min(levels))} FPR "
+                "vs test accuracy",
+                "scatter",
+                "heuristics.csv",
+                "test_accuracy",
+                ["canary_tpr"],
+                "test accuracy (mean over models)",
+                f"best canary TPR at {percent(min(levels))} FPR",
+                group="defence",
+                intervals=("canary_tpr_low", "canary_tpr_high"),
+                caption="Bars: two-sided Clopper–Pearson intervals at the audit's confidence.",
+            )
+        )
     facts = manifest.facts
     sizes = manifest.sizes
     findings = []
@@ -123,6 +231,7 @@ def section(
             f"{ctx['defences'][heuristic]['canary_tpr'][check_tag]:.3g} on "
             f"{ctx['defences'][heuristic]['worst']} canaries ({checks['heuristic_adaptive_ratio']:.3g}×)"
         )
+    findings += heuristic_findings(heuristics, level1)
     findings.append(
         f"{int(checks['dp_bounds_above_accountant'])} of {int(checks['dp_bounds'])} DP-SGD ε lower bounds "
         "exceed the tightest accountant's ε"

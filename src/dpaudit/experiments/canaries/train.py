@@ -6,11 +6,14 @@ each of the M models trains on; every defence trains the same M member masks (Ae
 noise); each DP-SGD setting (Abadi et al. Algorithm 1, :data:`dpaudit.references.ABADI`) clips to C
 and adds noise z·C with Poisson sampling at rate q, so its mechanism is the Poisson-subsampled
 Gaussian composed T = ⌈epochs / q⌉ times that the manifest records. The label-only heuristic
-releases the undefended models' top-1 labels and trains nothing of its own.
+releases the undefended models' top-1 labels and trains nothing of its own; the published heuristic
+defences (RelaxLoss, SELENA: :mod:`dpaudit.training.heuristics`) train their own M models on the
+same masks.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import time
@@ -21,11 +24,12 @@ import numpy as np
 from dpaudit.data.prepared import PreparedData
 from dpaudit.data.worlds import setting_seed
 from dpaudit.experiments.base import Mechanism, TrainManifest
-from dpaudit.experiments.canaries.config import CANARY_TYPES, CanariesConfig
+from dpaudit.experiments.canaries.config import CANARY_TYPES, CanariesConfig, TrainParams
 from dpaudit.experiments.canaries.design import DESIGN_FILE, build_audit_set, dataset_seed, defences_for
 from dpaudit.io import write_npz
 from dpaudit.layout import Audit
 from dpaudit.training.modelling import build_model
+from dpaudit.training.models import Model
 
 log = logging.getLogger(__name__)
 
@@ -42,11 +46,50 @@ def weights_file(group: str) -> str:
     return f"weights-{group}.npz"
 
 
+def stacked_weights(params: list[np.ndarray]) -> dict[str, np.ndarray]:
+    """The arrays of a weights file: ``p0, p1, …`` (trial axis first), float32."""
+    return {f"p{i}": np.asarray(p, np.float32) for i, p in enumerate(params)}
+
+
 def load_weights(path: Path) -> list[np.ndarray]:
     """Stacked final weights ``p0, p1, …`` (trial axis first) of one trained group."""
     with np.load(path, allow_pickle=False) as f:
         count = sum(1 for k in f.files if k.startswith("p") and k[1:].isdigit())
         return [f[f"p{i}"] for i in range(count)]
+
+
+def train_heuristic(
+    kind: str, tp: TrainParams, model: Model, X: np.ndarray, y: np.ndarray, mask: np.ndarray,
+    seed: int, desc: str,
+) -> list[np.ndarray]:  # fmt: skip
+    """The released models of one published heuristic defence, trained on the M member masks."""
+    from dpaudit.training.heuristics import (
+        HampConfig,
+        RelaxLossConfig,
+        SelenaConfig,
+        train_hamp,
+        train_relaxloss,
+        train_selena,
+    )
+
+    if kind == "hamp":
+        h = tp.hamp
+        hamp = HampConfig(h.entropy_threshold, h.alpha, h.learning_rate, h.epochs, tp.sampling_rate)
+        return train_hamp(model, X, y, mask, hamp, seed=seed, desc=desc)
+    if kind == "relaxloss":
+        r = tp.relaxloss
+        cfg = RelaxLossConfig(r.alpha, r.learning_rate, r.epochs, tp.sampling_rate)
+        return train_relaxloss(model, X, y, mask, cfg, seed=seed, desc=desc)
+    s = tp.selena
+    selena = SelenaConfig(
+        s.submodels, s.excluded, s.learning_rate, s.epochs, tp.sampling_rate, s.distill_epochs
+    )
+    return train_selena(model, X, y, mask, selena, seed=seed, desc=desc)
+
+
+def heuristic_facts(tp: TrainParams) -> dict[str, dict[str, float]]:
+    """The settings of the heuristic defences trained, for the manifest and the report."""
+    return {h: dataclasses.asdict(getattr(tp, h)) for h in tp.heuristics}
 
 
 def train(config: CanariesConfig, audit: Audit, out_dir: Path) -> TrainManifest:
@@ -69,14 +112,14 @@ def train(config: CanariesConfig, audit: Audit, out_dir: Path) -> TrainManifest:
     hidden = settings.hidden if settings.hidden is not None else DEFAULT_HIDDEN.get(audit.dataset)
     model = build_model(prepared.name, prepared.input_shape, prepared.num_classes, hidden)
     steps = steps_for(tp.epochs, tp.sampling_rate)
-    defences = defences_for(list(tp.noise_multipliers), tp.utility_first_noise)
+    defences = defences_for(list(tp.noise_multipliers), tp.utility_first_noise, tp.heuristics)
     dp = [d for d in defences if d.spec.private]
     seconds: dict[str, float] = {}
 
     t0 = time.perf_counter()
     cfg = DPSGDConfig(None, 0.0, tp.learning_rate, steps, tp.sampling_rate)
     result = train_trials(model, X, y, mask, cfg, seed=seed, desc=f"train {audit.name} undefended")
-    stacked = {f"p{i}": np.asarray(p, np.float32) for i, p in enumerate(result.params)}
+    stacked = stacked_weights(result.params)
     baseline = next(d for d in defences if d.spec.undefended)  # the undefended models' weights
     write_npz(out_dir / weights_file(baseline.weights), stacked)
     seconds["undefended"] = time.perf_counter() - t0
@@ -89,10 +132,16 @@ def train(config: CanariesConfig, audit: Audit, out_dir: Path) -> TrainManifest:
             cfg = DPSGDConfig(tp.clip_norm, z, tp.dp_learning_rate, steps, tp.sampling_rate)
             result = train_trials(model, X, y, mask, cfg, seed=setting_seed(seed, "canaries-dpsgd", z),
                                   desc=f"train {audit.name} {d.name}")  # fmt: skip
-            stacked = {f"p{i}": np.asarray(p, np.float32) for i, p in enumerate(result.params)}
+            stacked = stacked_weights(result.params)
             write_npz(out_dir / weights_file(d.weights), stacked)
         seconds["dpsgd"] = time.perf_counter() - t0
-    trained = tp.models * (1 + len(dp))
+    for d in (d for d in defences if d.spec.heuristic):
+        t0 = time.perf_counter()
+        h_seed = setting_seed(seed, "canaries-heuristic", d.kind)
+        params = train_heuristic(d.kind, tp, model, X, y, mask, h_seed, f"train {audit.name} {d.name}")
+        write_npz(out_dir / weights_file(d.weights), stacked_weights(params))
+        seconds[d.name] = time.perf_counter() - t0
+    trained = tp.models * (1 + len(dp) + sum(d.spec.heuristic for d in defences))
     log.info("%s: trained %d models in %.1fs", audit.name, trained, sum(seconds.values()))
 
     mechanisms: dict[str, Mechanism] = {}
@@ -138,6 +187,7 @@ def train(config: CanariesConfig, audit: Audit, out_dir: Path) -> TrainManifest:
                 }
                 for d in defences
             ],
+            "heuristics": heuristic_facts(tp),
             "models_trained": trained,
             "train_seconds": {k: round(v, 3) for k, v in seconds.items()},
         },

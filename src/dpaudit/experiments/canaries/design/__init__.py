@@ -9,9 +9,12 @@ leave-one-out). This module draws that design from a seed:
   :data:`~dpaudit.experiments.canaries.config.CANARY_TYPES` — mislabeled (the label moved to another
   class), blank (a constant input, a random label), out-of-distribution (uniform-noise inputs with
   random labels, or inverted inputs 1 − x with their labels), duplicates (a clean record repeated r
-  times, one canary) and clean (unmodified records, the population-style view).
+  times, one canary), mislabeled duplicates (a mislabeled record repeated r times: it survives a
+  distillation defence that hides each copy from some teachers, as the other copies still teach the
+  wrong label) and clean (unmodified records, the population-style view).
 - :func:`balanced_membership`: the boolean ``[K, M]`` design, each row exactly M/2 true.
-- the defences audited (:data:`DEFENCE_KINDS`, :func:`defences_for`) and the files the stages exchange.
+- the defences audited (:data:`DEFENCE_KINDS`, :func:`defences_for`, the published heuristics of
+  :data:`HEURISTICS`), the attacks' names and the files the stages exchange.
 """
 
 from __future__ import annotations
@@ -29,8 +32,13 @@ from dpaudit.training.defences import DefenceKind, defence_kinds
 __all__ = [
     "DEFENCE_KINDS",
     "DESIGN_FILE",
+    "HEURISTICS",
+    "LABEL_ONLY",
+    "REFERENCE_ATTACKS",
+    "THRESHOLD_ATTACK",
     "AuditSet",
     "Defence",
+    "Heuristic",
     "balanced_membership",
     "build_audit_set",
     "dataset_seed",
@@ -41,6 +49,14 @@ __all__ = [
 
 DESIGN_FILE = "design.npz"
 
+#: The label-only likelihood-ratio attack (:mod:`dpaudit.attacks.label_only`).
+LABEL_ONLY = "label_only"
+#: The population-level attack the published heuristics were evaluated with: one global threshold on
+#: the released confidence of the record (the metric-based attacks of Song & Mittal 2021).
+THRESHOLD_ATTACK = "threshold_confidence"
+#: RMIA and LiRA on the same few reference models: (mode, number of reference models).
+REFERENCE_ATTACKS = (("offline", 1), ("online", 4))
+
 
 @dataclass(frozen=True)
 class Defence:
@@ -48,11 +64,12 @@ class Defence:
 
     ``undefended``: non-private SGD; ``dpsgd``: DP-SGD at one noise multiplier (the utility-first
     setting is one of them); ``heuristic``: the undefended models releasing only their top-1 label,
-    a defence that hides confidence (Aerni et al. §5).
+    a defence that hides confidence (Aerni et al. §5); ``relaxloss``, ``selena`` and ``hamp``: the published
+    heuristic defences of :data:`HEURISTICS`, trained by :mod:`dpaudit.training.heuristics`.
     """
 
     name: str
-    kind: str  # a key of DEFENCE_KINDS: "undefended" | "dpsgd" | "heuristic"
+    kind: str  # a key of DEFENCE_KINDS: "undefended" | "dpsgd" | "heuristic" | "relaxloss" | "selena"
     weights: str  # which trained group's weights it releases
     noise_multiplier: float | None = None
     label: str = ""
@@ -68,11 +85,58 @@ DEFENCE_KINDS = defence_kinds(
     DefenceKind("undefended", "non-private SGD"),
     DefenceKind("dpsgd", "DP-SGD at one noise multiplier", private=True),
     DefenceKind("heuristic", "the undefended models releasing only their top-1 label", label_only=True),
+    DefenceKind("relaxloss", "RelaxLoss: the loss held at a target (Chen et al. 2022)", heuristic=True),
+    DefenceKind("selena", "SELENA: Split-AI and self-distillation (Tang et al. 2022)", heuristic=True),
+    DefenceKind("hamp", "HAMP: high-entropy labels, outputs of random inputs (Chen & Pattabiraman 2024)",
+                heuristic=True),
 )
 
 
-def defences_for(noise_multipliers: list[float], utility_first: float | None) -> list[Defence]:
-    """The defences of one audit in report order (undefended, DP-SGD by falling z, heuristic)."""
+@dataclass(frozen=True)
+class Heuristic:
+    """A published heuristic defence and how it is evaluated.
+
+    ``published_attack``: the population-level attack of the defence's own evaluation (a score set's
+    attack name); ``canary_types``: the canaries chosen *for this defence* (Aerni et al.: which
+    canaries work depends on the defence); ``citation``: the paper.
+    """
+
+    name: str
+    label: str
+    citation: str
+    published_attack: str
+    canary_types: tuple[str, ...]
+
+
+#: The heuristic defences by name. Both papers evaluate with metric-based attacks that threshold
+#: one global confidence over the population (Song & Mittal 2021), ``threshold_confidence`` here.
+#: RelaxLoss flattens the loss of members towards α, which leaves a mislabeled or out-of-distribution
+#: record's loss far from a non-member's; SELENA labels each record by teachers that never saw it, so
+#: a single mislabeled record is relabelled correctly and only a repeated one survives into the student.
+#: HAMP releases the confidences of random inputs, but in the query's class ranking: the top-1 label
+#: still shows a memorised wrong label, so the label-only test on mislabeled canaries is its adaptive
+#: attack.
+HEURISTICS: dict[str, Heuristic] = {
+    "relaxloss": Heuristic(
+        "relaxloss", "RelaxLoss", "Chen, Yu & Fritz, ICLR 2022", "threshold_confidence",
+        ("mislabeled", "blank", "ood", "mislabeled_duplicates"),
+    ),
+    "selena": Heuristic(
+        "selena", "SELENA", "Tang et al., USENIX Security 2022", "threshold_confidence",
+        ("mislabeled_duplicates", "duplicates", "ood"),
+    ),
+    "hamp": Heuristic(
+        "hamp", "HAMP", "Chen & Pattabiraman, NDSS 2024", "threshold_confidence",
+        ("mislabeled", "ood", "mislabeled_duplicates"),
+    ),
+}  # fmt: skip
+
+
+def defences_for(
+    noise_multipliers: list[float], utility_first: float | None, heuristics: tuple[str, ...] = ()
+) -> list[Defence]:
+    """The defences of one audit in report order (undefended, DP-SGD by falling z, the top-1-label
+    heuristic, the published heuristics)."""
     out = [Defence("undefended", "undefended", "undefended", None, "undefended (SGD)")]
     for z in sorted(noise_multipliers, reverse=True):
         out.append(Defence(f"dpsgd-z{z:g}", "dpsgd", f"dpsgd-z{z:g}", float(z), f"DP-SGD z={z:g}"))
@@ -87,6 +151,7 @@ def defences_for(noise_multipliers: list[float], utility_first: float | None) ->
             )
         )
     out.append(Defence("label-only", "heuristic", "undefended", None, "top-1 label only (heuristic)"))
+    out += [Defence(h, h, h, None, HEURISTICS[h].label) for h in heuristics]
     return out
 
 
@@ -193,6 +258,9 @@ def build_audit_set(
             else:
                 cX[idx] = 1.0 - cX[idx]
         elif name == "duplicates":
+            copies[idx] = settings.duplicate_copies
+        elif name == "mislabeled_duplicates":
+            cy[idx] = (cy[idx] + rng.integers(1, num_classes, idx.size)) % num_classes
             copies[idx] = settings.duplicate_copies
     membership = balanced_membership(k_total, models, rng)
     return AuditSet(
