@@ -106,7 +106,8 @@ def run_grid(model: Model, data: dict[str, np.ndarray], models: int, quick: bool
             add("relaxloss", f"α {alpha}, lr {lr}, {epochs:g} epochs", params, s, cfg)
     for lr, epochs in schedules:
         for K, L in SPLITS[:2] if quick else SPLITS:
-            cfg = SelenaConfig(K, L, lr, epochs, Q, distill_epochs=epochs)
+            cfg = SelenaConfig(submodels=K, excluded=L, learning_rate=lr, epochs=epochs, sampling_rate=Q,
+                               distill_epochs=epochs)  # fmt: skip
             params, s = timed(lambda cfg=cfg: train_selena(model, X, y, mask, cfg, seed=0))
             add("selena", f"K {K}, L {L}, lr {lr}, {epochs:g} epochs", params, s, cfg)
     return rows

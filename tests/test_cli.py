@@ -401,7 +401,7 @@ def test_scores(capsys, score_files):
         "0.9",
         "--assume",
         "subsampled",
-        "--q",
+        "--sampling-rate",
         "1",
         "--steps",
         "4",
@@ -420,6 +420,15 @@ def test_scores(capsys, score_files):
     assert text[0].startswith("PROVEN: ε ≥") and "95 % confidence" in text[0]
     assert len(text) <= 25 and not any("warning" in line for line in text)
     assert any(line.split()[0] == "gdp" and "NOT counted" in line for line in text if line.strip())
+    # An uncounted number is not printed as a claim "ε ≥ …", and no phrase says "assumes" twice.
+    gdp = next(line for line in text if line.strip().startswith("gdp"))
+    assert "ε ≥" not in gdp and "assumes a Gaussian" in gdp
+    assert not any("assumes assumes" in line for line in text)
+    args = ["scores", "--in", str(path / "in.npy"), "--out", str(path / "out.npy"), "--delta", "1e-3"]
+    assert cli.main([*args, "--assume", "gaussian"]) == 0
+    text = capsys.readouterr().out.splitlines()
+    gdp = next(line for line in text if line.strip().startswith("gdp"))
+    assert "counted" in gdp and "; assumes a Gaussian" in gdp and "assumes assumes" not in gdp
 
 
 def test_scores_on_losses_warn_about_the_sign(capsys, score_files):
@@ -476,9 +485,9 @@ def test_bad_score_files(capsys, tmp_path, score_files):
     err = run_error(
         capsys, "scores", "--in", good, "--out", good, "--delta", "1e-3", "--assume", "subsampled"
     )
-    assert "argument --q" in err
+    assert "argument --sampling-rate" in err
     err = run_error(capsys, "scores", "--in", good, "--out", good, "--delta", "1e-3", "--q", "0.1")
-    assert "argument --assume" in err
+    assert "argument --assume" in err and "--sampling-rate and --steps" in err
     err = run_error(capsys, "scores", "--in", good, "--out", good, "--delta", "1e-3", "--higher-is-member",
                     "--lower-is-member")  # fmt: skip
     assert "not allowed with" in err

@@ -248,6 +248,13 @@ def _limit_cases() -> list[tuple[str, object, str]]:
          r"at most 1297"),
         ("canaries.datasets.digits.base", 1500,
          r"'canaries\.datasets\.digits\.base' = 1500 is invalid: .*must be at most 1297"),
+        # membership: members and non-members come from D ∪ pool = 100 + 1197 rows (they passed check
+        # and failed in train before)
+        ("membership.datasets.digits.members", 10_000_000,
+         r"'membership\.datasets\.digits\.members' = 10000000 is invalid: .*must be at most 1297"),
+        # onerun input canaries are pool records: digits has 1197
+        ("onerun.train", {"canary_kind": "input", "canaries": 50_000, "epsilon": 4.0},
+         r"'onerun\.train\.canaries' = 50000 is invalid: .*digits has 1197 pool rows"),
     ]
 
 
@@ -263,7 +270,7 @@ def _set(params: dict, dotted: str, value: object) -> None:
 def test_sizes_that_do_not_fit_are_refused_by_key_and_limit(key, value, message):
     params = _params()
     _set(params, key, value)
-    audits = [Audit("digits", "instantiation"), Audit("digits", "canaries")]
+    audits = [Audit("digits", e) for e in ("instantiation", "canaries", "membership", "onerun")]
     with pytest.raises(ParamsError, match=message):
         check_names(params)
         from dpaudit.pipeline import check_params
@@ -282,8 +289,8 @@ def _check_body():
 
 def test_the_check_stage_refuses_each_size_in_under_10_seconds(tmp_path, monkeypatch):
     base = _params()
-    base["audits"] = {"digits-instantiation": {"dataset": "digits", "experiment": "instantiation"},
-                      "digits-canaries": {"dataset": "digits", "experiment": "canaries"}}
+    base["audits"] = {f"digits-{e}": {"dataset": "digits", "experiment": e}
+                      for e in ("instantiation", "canaries", "membership", "onerun")}
     monkeypatch.chdir(tmp_path)
     (tmp_path / "models").mkdir()
     check = _check_body()

@@ -287,3 +287,16 @@ def test_dvc_legacy_text_digest_and_bad_records(tmp_path):
     (tmp_path / "t.csv.dvc").write_text("stages: {}\n")
     with pytest.raises(CustomDataError, match=r"expected one entry under 'outs'"):
         verify_against_dvc(path)
+
+
+@pytest.mark.parametrize("declared", [(), ("lst",)])
+def test_a_parquet_list_column_is_refused_naming_file_column_and_row(tmp_path, declared):
+    """A list in a cell used to fail deep in pandas (TypeError: unhashable type: 'numpy.ndarray')."""
+    rows = 40
+    table = pd.DataFrame({"a": np.arange(rows, dtype=float), "lst": [[i, i + 1] for i in range(rows)],
+                          "y": np.arange(rows) % 2})  # fmt: skip
+    path = tmp_path / "lists.parquet"
+    table.to_parquet(path)
+    spec = _spec(path, label="y", train_size=10, eval_size=10, categorical=declared)
+    with pytest.raises(CustomDataError, match=r"lists\.parquet: column 'lst' holds a \w+ at row 1 \(40 such"):
+        load_custom(spec)

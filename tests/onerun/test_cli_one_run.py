@@ -83,3 +83,17 @@ def test_claimed_epsilon_turns_the_first_line_into_a_verdict(files, capsys) -> N
     assert capsys.readouterr().out.startswith(f"no violation found: ε ≥ {bound:.3g} does not exceed")
     assert main([*argv, "--claimed-epsilon", "40"]) == 0
     assert "not even a perfect attack" in capsys.readouterr().out.splitlines()[0]
+
+
+def test_an_inclusion_vector_that_no_fair_coin_drew_is_named(tmp_path: Path, capsys) -> None:
+    """All ones (code that never drew) used to give a bare NOTHING PROVEN; a fair draw gives no warning."""
+    rng = np.random.default_rng(2)
+    np.save(tmp_path / "s.npy", rng.normal(size=500))
+    np.save(tmp_path / "ones.npy", np.ones(500))
+    np.save(tmp_path / "fair.npy", (rng.random(500) < 0.5).astype(float))
+    base = ["one-run", "--scores", str(tmp_path / "s.npy"), "--delta", "1e-5", "--included"]
+    assert main([*base, str(tmp_path / "ones.npy")]) == 0
+    out = capsys.readouterr().out
+    assert "warning: --included: 500 of 500 canaries included" in out and "probability 1/2" in out
+    assert main([*base, str(tmp_path / "fair.npy")]) == 0
+    assert "warning" not in capsys.readouterr().out

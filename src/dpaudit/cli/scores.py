@@ -214,12 +214,17 @@ def _configure_scores(parser: argparse.ArgumentParser) -> None:
         choices=list(SCORE_ASSUMPTIONS),
         default=None,
         help="mechanism family you GUARANTEE produced the scores: 'gaussian' (full-batch Gaussian "
-        "mechanism: the GDP bound counts) or 'subsampled' (Poisson-subsampled Gaussian with --q and "
+        "mechanism: the GDP bound counts) or 'subsampled' (Poisson-subsampled Gaussian with "
+        "--sampling-rate and "
         "--steps). Default: none; only the assumption-free threshold sweeps count",
     )
     legacy = {"dest": "assume", "choices": ["gaussian", "subsampled"], "help": argparse.SUPPRESS}
     parser.add_argument("--mechanism", **legacy)  # the earlier name of --assume
-    parser.add_argument("--q", type=half_open_unit, default=None, help="sampling rate, --assume subsampled")
+    parser.add_argument(
+        "--sampling-rate", dest="q", type=half_open_unit, default=None,
+        help="Poisson sampling rate q in (0, 1] for --assume subsampled (as in `dpaudit accountant`)",
+    )  # fmt: skip
+    parser.add_argument("--q", dest="q", type=half_open_unit, help=argparse.SUPPRESS)  # its earlier name
     parser.add_argument("--steps", type=positive_int, default=None, help="steps T for --assume subsampled")
     parser.add_argument("--seed", type=non_negative_int, default=0, help="seed of the threshold splits")
 
@@ -242,14 +247,14 @@ def _run_scores(args: argparse.Namespace) -> dict[str, Any]:
     assume = args.assume or "none"
     mechanism = None
     if assume == "subsampled":
-        for flag, value in (("--q", args.q), ("--steps", args.steps)):
+        for flag, value in (("--sampling-rate", args.q), ("--steps", args.steps)):
             if value is None:
                 raise CliError(flag, "is required with --assume subsampled")
         if args.steps > PLD_MAX_STEPS:
             raise CliError("--steps", f"{args.steps} exceeds the PLD limit of {PLD_MAX_STEPS} steps")
         mechanism = SubsampledGaussian(args.q, args.steps)
     elif args.q is not None or args.steps is not None:
-        raise CliError("--assume", "--q and --steps need --assume subsampled")
+        raise CliError("--assume", "--sampling-rate and --steps need --assume subsampled")
     in_scores = load_losses(args.in_path, "--in", args.column, default_column="score")
     out_scores = load_losses(args.out_path, "--out", args.column, default_column="score")
     if args.sign == "lower":
@@ -307,17 +312,20 @@ def _epsilon_text(value: float) -> str:
     return "∞" if value >= 1e308 or not math.isfinite(value) else f"{value:.3g}"
 
 
+def _assumes(assumption: str) -> str:
+    """An assumption as the text says it: "assumes …" once (the auditor's phrases start with it)."""
+    text = "nothing about the mechanism" if assumption == "none" else assumption.removeprefix("assumes ")
+    return f"assumes {text}"
+
+
 def _scores_text(result: dict[str, Any]) -> list[str]:
     """One screen: the verdict, the headline, every bound with its status, the attack's strength."""
     head, m = result["headline"], result["metrics"]
     level = f"{100 * head['confidence']:g} %"
     if head["epsilon_lower"] > 0:
-        assumes = head["assumption"]
-        if assumes == "none":
-            assumes = "assumes nothing about the mechanism"
         verdict = (
             f"PROVEN: ε ≥ {_epsilon_text(head['epsilon_lower'])} at δ = {head['delta']:g}, "
-            f"{level} confidence; {assumes}"
+            f"{level} confidence; {_assumes(head['assumption'])}"
         )
     else:
         verdict = (
@@ -336,10 +344,11 @@ def _scores_text(result: dict[str, Any]) -> list[str]:
         if not b["valid"]:
             status = "estimate, not a bound (threshold chosen on the counted trials)"
         elif b["counted"]:
-            status = f"counted, {100 * b['confidence']:.4g} % alone; assumes {b['assumption']}"
+            status = f"counted, {100 * b['confidence']:.4g} % alone; {_assumes(b['assumption'])}"
         else:
-            status = f"NOT counted: {b['assumption']} (declare it with --assume)"
-        lines.append(f"  {name:<20} ε ≥ {_epsilon_text(b['epsilon']):>7}  {status}")
+            status = f"NOT counted: {_assumes(b['assumption'])} (declare it with --assume)"
+        claim = "ε ≥" if b["counted"] else "ε   "  # an uncounted number is no claim about ε
+        lines.append(f"  {name:<20} {claim} {_epsilon_text(b['epsilon']):>7}  {status}")
     lines.append(f"attack strength ({100 * m['confidence']:g} % intervals):")
     for key in m:
         if key.startswith("tpr_at_fpr_") and key.count("_") == 3:
@@ -423,6 +432,7 @@ def _run_one_run(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "canaries": int(scores.size),
         "included": int(included.sum()),
+        "warnings": _inclusion_warnings(int(included.sum()), int(scores.size)),
         "delta": args.delta,
         **({"verdict": verdict} if verdict is not None else {}),
         "bounds": {
@@ -440,6 +450,26 @@ def _run_one_run(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+#: Two-sided p-value of the included count under Binomial(m, ½) below which the CLI warns.
+INCLUSION_WARNING_P = 1e-3
+
+
+def _inclusion_warnings(included: int, canaries: int) -> list[str]:
+    """A warning when the included count is implausible for independent fair coins (the draw every
+    one-run bound assumes, Steinke et al. 2023): e.g. an all-ones vector from code that never drew."""
+    from scipy.stats import binomtest
+
+    p = binomtest(included, canaries, 0.5).pvalue
+    if p >= INCLUSION_WARNING_P:
+        return []
+    return [
+        f"--included: {included} of {canaries} canaries included; the bound assumes each was included "
+        f"independently with probability 1/2, and a fair draw is this far from {canaries / 2:g} with "
+        f"probability {p:.2g}: no bound holds for another inclusion rule (draw the vector with a fair coin "
+        f"before training)"
+    ]
+
+
 def _one_run_text(result: dict[str, Any]) -> list[str]:
     """The verdict comes from steinke (no assumption on the mechanism) whenever it was run."""
     bounds = result["bounds"]
@@ -454,6 +484,7 @@ def _one_run_text(result: dict[str, Any]) -> list[str]:
     else:
         verdict = f"NOTHING PROVEN at {level} ({name}): the canaries' scores do not separate included ones"
     lines = [verdict, f"canaries: {result['canaries']}, {result['included']} included"]
+    lines += [f"warning: {w}" for w in result.get("warnings", [])]
     claim = result.get("verdict")
     if claim is not None:
         eps, claimed = _epsilon_text(head["epsilon_lower"]), f"{claim['claimed_epsilon']:g}"

@@ -70,6 +70,24 @@ def _read_table(spec: CustomDatasetSpec) -> pd.DataFrame:
     return table
 
 
+def _refuse_nested(path: Path, table: pd.DataFrame, fmt: str) -> None:
+    """A cell must hold one value: Parquet (and pickled CSV cells never, but object columns may) can
+    store lists, arrays or mappings in a cell, which no encoding here turns into features."""
+    nested = (list, tuple, dict, set, np.ndarray)
+    for column in table.columns:
+        values = table[column]
+        if values.dtype != object:
+            continue
+        hit = values.map(lambda v: isinstance(v, nested)).to_numpy()
+        if hit.any():
+            position = int(np.flatnonzero(hit)[0])
+            kind = type(values.iloc[position]).__name__
+            raise CustomDataError(
+                f"{path}: column {column!r} holds a {kind} at {_row(position, fmt)} ({int(hit.sum())} such "
+                f"cells); each cell must be one number or category: expand it into one column per element"
+            )
+
+
 def _is_complex(values: pd.Series) -> bool:
     """Whether a column holds complex numbers (a complex dtype, or complex objects)."""
     if pd.api.types.is_complex_dtype(values):
@@ -184,8 +202,8 @@ def load_custom(spec: CustomDatasetSpec) -> tuple[pd.DataFrame, np.ndarray]:
 
     Every problem is a :class:`CustomDataError` naming the file: missing or empty file (0 bytes or a
     header without rows), a missing label column (the columns present are listed), a declared column
-    that is absent, missing labels, a single class, a missing feature value, non-numeric junk in a
-    numeric column (column, row and value), a continuous (non-integer) label.
+    that is absent, a list or array in a cell, missing labels, a single class, a missing feature
+    value, non-numeric junk in a numeric column (column, row and value), a continuous (non-integer) label.
     """
     path = Path(spec.path)
     if not path.is_file():
@@ -201,6 +219,7 @@ def load_custom(spec: CustomDatasetSpec) -> tuple[pd.DataFrame, np.ndarray]:
     if len(table) == 0:
         raise CustomDataError(f"{path}: the file has a header but no rows")
     table.columns = [str(c) for c in table.columns]
+    _refuse_nested(path, table, fmt)
     for key in ("categorical", "numeric"):
         absent = [c for c in getattr(spec, key) if c not in table.columns]
         if absent:

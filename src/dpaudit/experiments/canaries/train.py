@@ -72,19 +72,10 @@ def train_heuristic(
         train_selena,
     )
 
-    if kind == "hamp":
-        h = tp.hamp
-        hamp = HampConfig(h.entropy_threshold, h.alpha, h.learning_rate, h.epochs, tp.sampling_rate)
-        return train_hamp(model, X, y, mask, hamp, seed=seed, desc=desc)
-    if kind == "relaxloss":
-        r = tp.relaxloss
-        cfg = RelaxLossConfig(r.alpha, r.learning_rate, r.epochs, tp.sampling_rate)
-        return train_relaxloss(model, X, y, mask, cfg, seed=seed, desc=desc)
-    s = tp.selena
-    selena = SelenaConfig(
-        s.submodels, s.excluded, s.learning_rate, s.epochs, tp.sampling_rate, s.distill_epochs
-    )
-    return train_selena(model, X, y, mask, selena, seed=seed, desc=desc)
+    config = {"hamp": HampConfig, "relaxloss": RelaxLossConfig, "selena": SelenaConfig}[kind]
+    cfg = config(**dataclasses.asdict(getattr(tp, kind)), sampling_rate=tp.sampling_rate)
+    trainer = {"hamp": train_hamp, "relaxloss": train_relaxloss, "selena": train_selena}[kind]
+    return trainer(model, X, y, mask, cfg, seed=seed, desc=desc)
 
 
 def heuristic_facts(tp: TrainParams) -> dict[str, dict[str, float]]:

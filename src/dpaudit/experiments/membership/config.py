@@ -19,11 +19,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from dpaudit.config import dataset_entry, from_mapping, require, section
 from dpaudit.experiments.params import TrainingKnobs, check_confidence
 from dpaudit.training.modelling import ModelChoice
+
+if TYPE_CHECKING:
+    from dpaudit.data.custom import DatasetSize
 
 Accountant = Literal["rdp", "pld", "naive", "advanced"]
 StrategyKind = Literal["dp", "nondp", "xgboost"]
@@ -209,3 +212,18 @@ class MembershipConfig:
 def config_from_params(params: Mapping[str, Any]) -> MembershipConfig:
     """Validate ``params['membership']`` and build the typed config (unknown keys refused by name)."""
     return from_mapping(MembershipConfig, section(params, "membership"), "membership")
+
+
+def check_limits(config: MembershipConfig, dataset: str, size: DatasetSize) -> None:
+    """Before any work: members and non-members are drawn from the candidate rows (D ∪ pool, the
+    evaluation split is held out), so their sum must fit them; the error names the key and the limit."""
+    settings = config.sizes_for(dataset)
+    rows = size.train + size.pool
+    key = "members" if settings.members >= settings.nonmembers else "nonmembers"
+    require(
+        settings.members + settings.nonmembers <= rows,
+        f"membership.datasets.{dataset}.{key}",
+        getattr(settings, key),
+        f"members + nonmembers = {settings.members} + {settings.nonmembers} must be at most {rows}, the "
+        f"candidate rows of {dataset} (|D| = {size.train} plus {size.pool} pool rows)",
+    )

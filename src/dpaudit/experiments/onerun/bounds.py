@@ -46,11 +46,13 @@ def ideal_ceiling(
 ) -> float:
     """:func:`dpaudit.bounds.onerun.one_run_ceiling`, its Monte Carlo seeded by its own setting (the same
     ceiling for the same ε, δ, m, analysis, level and repeats, whatever run it stands beside; cached,
-    as it is a deterministic function of them)."""
+    as it is a deterministic function of them).
+
+    ε is an accountant's result, a float whose last digits differ between CPUs, so it never enters the
+    seed: the draws are common to every ε and the ceiling moves with ε only through the game's mean."""
     from dpaudit.bounds.onerun import one_run_ceiling
 
-    values = {"epsilon": epsilon, "delta": delta, "canaries": canaries, "analysis": analysis, "level": level,
-              "repeats": repeats}  # fmt: skip
+    values = {"delta": delta, "canaries": canaries, "analysis": analysis, "level": level, "repeats": repeats}
     return float(
         one_run_ceiling(
             epsilon,

@@ -19,10 +19,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from dpaudit.config import dataset_entry, from_mapping, require, section
 from dpaudit.experiments.params import LevelParams, TrainingKnobs
+
+if TYPE_CHECKING:
+    from dpaudit.data.custom import DatasetSize
 
 CanaryKind = Literal["gradient", "input"]
 Break = Literal["none", "noise_div10", "unclipped_layer"]
@@ -126,7 +129,7 @@ class AttackParams:
 class BoundsParams(LevelParams):
     """``confidence``: JOINT level of the headline ε_LB, which maximises over ``analyses`` (each runs at
     1 − (1 − confidence)/len(analyses), Bonferroni). ``curve_canaries``: canary counts of the
-    ε_LB-against-m curve (the first m' canaries; counts above m are dropped). ``ceiling_repeats``: Monte
+    ε_LB-against-m curve (the first m' canaries; each at most ``train.canaries``). ``ceiling_repeats``: Monte
     Carlo repeats of each analysis' ceiling on the ideal Gaussian canary game."""
 
     analyses: list[Analysis] = field(default_factory=lambda: ["steinke", "fdp_gaussian"])  # type: ignore[arg-type]
@@ -169,6 +172,15 @@ class OneRunConfig:
     attack: AttackParams = field(default_factory=AttackParams)
     bounds: BoundsParams = field(default_factory=BoundsParams)
 
+    def __post_init__(self) -> None:
+        m = self.train.canaries
+        require(
+            all(count <= m for count in self.bounds.curve_canaries),
+            "bounds.curve_canaries",
+            self.bounds.curve_canaries,
+            f"each count must be at most train.canaries = {m} (the curve takes the first m' canaries)",
+        )
+
     def dataset(self, name: str) -> DatasetSettings:
         return dataset_entry(self.datasets, "onerun", name)
 
@@ -180,3 +192,15 @@ def config_from_params(params: Mapping[str, Any]) -> OneRunConfig:
     ``onerun.train.break``.
     """
     return from_mapping(OneRunConfig, section(params, "onerun"), "onerun")
+
+
+def check_limits(config: OneRunConfig, dataset: str, size: DatasetSize) -> None:
+    """Before any work: input canaries are pool records with a wrong label, so ``train.canaries`` must
+    fit the pool (the rows outside D and the evaluation split); the error names the key and the limit."""
+    tp = config.train
+    require(
+        tp.canary_kind != "input" or tp.canaries <= size.pool,
+        "onerun.train.canaries",
+        tp.canaries,
+        f"input canaries are pool records and {dataset} has {size.pool} pool rows (canary_kind: input)",
+    )

@@ -32,7 +32,7 @@ import numpy as np
 import tensorflow as tf
 
 from dpaudit.config import require
-from dpaudit.training.heuristics.trainer import Loss, LossContext, steps_for, train_minibatch
+from dpaudit.training.heuristics.trainer import Loss, LossContext, Schedule, train_minibatch
 from dpaudit.training.models import Model
 
 __all__ = ["REFERENCE", "HampConfig", "hamp_logits", "hamp_loss", "hamp_objective", "hamp_outputs",
@@ -47,8 +47,8 @@ REFERENCE = (
 BISECTION_STEPS = 200
 
 
-@dataclass(frozen=True)
-class HampConfig:
+@dataclass(frozen=True, kw_only=True)
+class HampConfig(Schedule):
     """HAMP hyper-parameters: ``entropy_threshold`` γ ∈ (0, 1) (soft-label entropy as a fraction of
     log C; larger is flatter), ``alpha`` ≥ 0 (strength of the output-entropy reward), SGD
     ``learning_rate``, ``epochs`` (steps = ⌈epochs / q⌉) and ``sampling_rate`` q (batch size
@@ -60,21 +60,12 @@ class HampConfig:
     alpha: float = 0.01
     learning_rate: float = 1.0
     epochs: float = 40.0
-    sampling_rate: float = 0.1
 
     def __post_init__(self) -> None:
+        super().__post_init__()  # learning_rate, epochs, sampling_rate
         require(0.0 < self.entropy_threshold < 1.0, "entropy_threshold", self.entropy_threshold,
                 "must lie in (0, 1)")  # fmt: skip
         require(math.isfinite(self.alpha) and self.alpha >= 0, "alpha", self.alpha, "must be finite and ≥ 0")
-        require(math.isfinite(self.learning_rate) and self.learning_rate > 0, "learning_rate",
-                self.learning_rate, "must be finite and > 0")  # fmt: skip
-        require(math.isfinite(self.epochs) and self.epochs > 0, "epochs", self.epochs,
-                "must be finite and > 0")  # fmt: skip
-        require(0.0 < self.sampling_rate <= 1.0, "sampling_rate", self.sampling_rate, "must lie in (0, 1]")
-
-    @property
-    def steps(self) -> int:
-        return steps_for(self.epochs, self.sampling_rate)
 
 
 def _label_entropy(p: float, num_classes: int) -> float:

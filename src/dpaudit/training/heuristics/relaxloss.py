@@ -27,7 +27,7 @@ import numpy as np
 import tensorflow as tf
 
 from dpaudit.config import require
-from dpaudit.training.heuristics.trainer import Loss, LossContext, steps_for, train_minibatch
+from dpaudit.training.heuristics.trainer import Loss, LossContext, Schedule, train_minibatch
 from dpaudit.training.models import Model
 
 __all__ = ["REFERENCE", "RelaxLossConfig", "flattened_targets", "relaxloss_loss", "relaxloss_objective",
@@ -39,8 +39,8 @@ REFERENCE = (
 )
 
 
-@dataclass(frozen=True)
-class RelaxLossConfig:
+@dataclass(frozen=True, kw_only=True)
+class RelaxLossConfig(Schedule):
     """RelaxLoss hyper-parameters: target loss ``alpha`` (> 0; larger is more private and less
     accurate), SGD ``learning_rate``, ``epochs`` (steps = ⌈epochs / q⌉) and ``sampling_rate`` q (batch
     size q·mean |D_t|). The defaults are the digits setting tuned by ``benchmarks/tune_heuristics.py``.
@@ -52,19 +52,10 @@ class RelaxLossConfig:
     alpha: float = 0.6
     learning_rate: float = 0.5
     epochs: float = 60.0
-    sampling_rate: float = 0.1
 
     def __post_init__(self) -> None:
+        super().__post_init__()  # learning_rate, epochs, sampling_rate
         require(math.isfinite(self.alpha) and self.alpha > 0, "alpha", self.alpha, "must be finite and > 0")
-        require(math.isfinite(self.learning_rate) and self.learning_rate > 0, "learning_rate",
-                self.learning_rate, "must be finite and > 0")  # fmt: skip
-        require(math.isfinite(self.epochs) and self.epochs > 0, "epochs", self.epochs,
-                "must be finite and > 0")  # fmt: skip
-        require(0.0 < self.sampling_rate <= 1.0, "sampling_rate", self.sampling_rate, "must lie in (0, 1]")
-
-    @property
-    def steps(self) -> int:
-        return steps_for(self.epochs, self.sampling_rate)
 
 
 def flattened_targets(logits: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:

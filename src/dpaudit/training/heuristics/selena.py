@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dpaudit.config import require
-from dpaudit.training.heuristics.trainer import cross_entropy, steps_for, train_minibatch
+from dpaudit.training.heuristics.trainer import Schedule, cross_entropy, steps_for, train_minibatch
 from dpaudit.training.models import Model
 
 __all__ = ["REFERENCE", "SelenaConfig", "SplitAI", "exclusion_mask", "split_ai", "split_ai_targets",
@@ -45,8 +45,8 @@ REFERENCE = (
 STUDENT_SEED_OFFSET = 1_000_003
 
 
-@dataclass(frozen=True)
-class SelenaConfig:
+@dataclass(frozen=True, kw_only=True)
+class SelenaConfig(Schedule):
     """SELENA hyper-parameters: ``submodels`` K, ``excluded`` L (1 ≤ L < K: sub-models that do not train
     on a record), SGD ``learning_rate``, ``epochs`` of each sub-model and ``distill_epochs`` of the
     student (steps = ⌈epochs / q⌉), ``sampling_rate`` q (batch size q·mean |D|). The defaults are the
@@ -56,19 +56,14 @@ class SelenaConfig:
     excluded: int = 3
     learning_rate: float = 1.0
     epochs: float = 16.0
-    sampling_rate: float = 0.1
     distill_epochs: float = 16.0
 
     def __post_init__(self) -> None:
+        super().__post_init__()  # learning_rate, epochs, sampling_rate
         require(isinstance(self.submodels, int) and self.submodels >= 2, "submodels", self.submodels,
                 "must be an integer ≥ 2")  # fmt: skip
         require(isinstance(self.excluded, int) and 1 <= self.excluded < self.submodels, "excluded",
                 self.excluded, f"must be an integer in [1, submodels = {self.submodels})")  # fmt: skip
-        require(math.isfinite(self.learning_rate) and self.learning_rate > 0, "learning_rate",
-                self.learning_rate, "must be finite and > 0")  # fmt: skip
-        require(math.isfinite(self.epochs) and self.epochs > 0, "epochs", self.epochs,
-                "must be finite and > 0")  # fmt: skip
-        require(0.0 < self.sampling_rate <= 1.0, "sampling_rate", self.sampling_rate, "must lie in (0, 1]")
         require(math.isfinite(self.distill_epochs) and self.distill_epochs > 0, "distill_epochs",
                 self.distill_epochs, "must be finite and > 0")  # fmt: skip
 

@@ -17,10 +17,19 @@ from dataclasses import dataclass
 import numpy as np
 import tensorflow as tf
 
+from dpaudit.config import require
 from dpaudit.logs import progress
 from dpaudit.training.models import Model
 
-__all__ = ["Loss", "LossContext", "batch_size_for", "cross_entropy", "steps_for", "train_minibatch"]
+__all__ = [
+    "Loss",
+    "LossContext",
+    "Schedule",
+    "batch_size_for",
+    "cross_entropy",
+    "steps_for",
+    "train_minibatch",
+]
 
 #: Floats of working memory per chunk of trials when ``chunk_size`` is None (≈ 800 MB).
 BUDGET_FLOATS = 2e8
@@ -39,6 +48,27 @@ class LossContext:
 
 #: ``loss(logits [T, B, C], targets_batch ([T, B] int or [T, B, C] float), context) -> [T]``.
 Loss = Callable[[tf.Tensor, tf.Tensor, LossContext], tf.Tensor]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Schedule:
+    """The SGD schedule every heuristic defence's config has (its base class): ``learning_rate``,
+    ``epochs`` (steps = ⌈epochs / q⌉) and ``sampling_rate`` q (batch size q·mean |D_t|), checked once."""
+
+    learning_rate: float = 1.0
+    epochs: float = 30.0
+    sampling_rate: float = 0.1
+
+    def __post_init__(self) -> None:
+        require(math.isfinite(self.learning_rate) and self.learning_rate > 0, "learning_rate",
+                self.learning_rate, "must be finite and > 0")  # fmt: skip
+        require(math.isfinite(self.epochs) and self.epochs > 0, "epochs", self.epochs,
+                "must be finite and > 0")  # fmt: skip
+        require(0.0 < self.sampling_rate <= 1.0, "sampling_rate", self.sampling_rate, "must lie in (0, 1]")
+
+    @property
+    def steps(self) -> int:
+        return steps_for(self.epochs, self.sampling_rate)
 
 
 def steps_for(epochs: float, sampling_rate: float) -> int:
