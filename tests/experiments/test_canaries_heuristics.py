@@ -114,3 +114,20 @@ def test_committed_run_meets_the_acceptance(repo_root) -> None:
         assert row["test_accuracy"] >= 0.93
     rmia = results["canary_type=mislabeled/defence=undefended/attack=rmia_offline_r1"]
     assert "tpr_at_fpr_0p001" in rmia and "epsilon_lower_per_model_sweep_split" in rmia
+
+
+def test_the_rmia_comparison_reads_the_undefended_rows_of_the_table() -> None:
+    from dpaudit.experiments.canaries.design.comparison import COMPARED, reference_comparison
+    from dpaudit.scores import group_key
+    from dpaudit.table import ResultRow, ResultsTable
+
+    rows = []
+    for defence, value in (("undefended", 0.4), ("relaxloss", 0.9)):
+        for i, attack in enumerate(COMPARED):
+            group = group_key(canary_type="ood", defence=defence, attack=attack)
+            rows.append(ResultRow(group, "tpr_at_fpr_0p001", value + i / 100, "rates", "rate",
+                                  0.95, value - 0.1, value + 0.1))  # fmt: skip
+    (row,) = reference_comparison(ResultsTable(rows), _info(), 0.001)
+    assert row["canary_type"] == "ood" and list(row)[1:] == list(COMPARED)
+    assert [row[a]["value"] for a in COMPARED] == pytest.approx([0.4 + i / 100 for i in range(len(COMPARED))])
+    assert row[COMPARED[0]]["low"] == pytest.approx(0.3)

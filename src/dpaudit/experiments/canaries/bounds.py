@@ -297,7 +297,7 @@ def bounds(config: CanariesConfig, audit: Audit, manifest: TrainManifest) -> Bou
         ),
         "checks": acceptance_checks(info, tag1, clean_in),
         "heuristics": heuristic_rows,
-        "reference_comparison": reference_comparison(sets, info, levels[0], bp.confidence),
+        "reference_comparison": reference_comparison(table, info, levels[0]),
         "confidence_kind": str(config.attack.confidence),
         "variance": str(config.attack.variance),
         "augment": bool(config.attack.augment),

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from dpaudit.bounds.strength import tpr_at_fpr
+from dpaudit.experiments.canaries.config import CANARY_TYPES
 from dpaudit.experiments.canaries.design import DEFENCE_KINDS, REFERENCE_ATTACKS
-from dpaudit.scores import ScoreSet
+from dpaudit.scores import group_key
+from dpaudit.table import ResultsTable, fpr_tag
 
 #: The compared attacks, in table order: per reference count, RMIA then LiRA on the same models,
 #: then LiRA on every shadow.
@@ -20,22 +21,18 @@ _PAIRS = tuple(f"{a}_{mode}_r{r}" for mode, r in REFERENCE_ATTACKS for a in ("rm
 COMPARED = (*_PAIRS, "lira_online_logit")
 
 
-def reference_comparison(
-    sets: list[ScoreSet], info: dict[str, Any], level: float, confidence: float
-) -> list[dict[str, Any]]:
-    """Per canary type of the undefended models: each compared attack's TPR at ``level`` FPR."""
+def reference_comparison(table: ResultsTable, info: dict[str, Any], level: float) -> list[dict[str, Any]]:
+    """Per canary type of the undefended models: each compared attack's TPR at ``level`` FPR, read from
+    the audit's results table (the rates estimator already computed it with its interval)."""
     baseline = next((n for n, i in info.items() if DEFENCE_KINDS[i["kind"]].undefended), None)
+    quantity = f"tpr_at_fpr_{fpr_tag(level)}"
     rows = []
-    types = dict.fromkeys(s.group["canary_type"] for s in sets if s.group["defence"] == baseline)
-    for ctype in types:
+    for ctype in CANARY_TYPES:
         row: dict[str, Any] = {"canary_type": ctype}
         for attack in COMPARED:
-            wanted = {"defence": baseline, "attack": attack, "canary_type": ctype}
-            found = [s for s in sets if s.group == wanted]
+            found = table.select(quantity, group_key(canary_type=ctype, defence=baseline, attack=attack))
             if found:
-                s = found[0]
-                value, low, high, _ = tpr_at_fpr(s.scores[s.member], s.scores[~s.member], level, confidence)
-                row[attack] = {"value": value, "low": low, "high": high}
+                row[attack] = {"value": found[0].value, "low": found[0].low, "high": found[0].high}
         if len(row) > 1:
             rows.append(row)
     return rows
