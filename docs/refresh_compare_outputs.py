@@ -1,7 +1,7 @@
 """Re-run the README's "Compare runs" commands in a scratch copy and rewrite their output blocks.
 
-The README shows the real output of ``dvc metrics diff`` and ``dvc exp show --only-changed`` between
-HTML comment markers (``<!-- output: dvc metrics diff -->`` ... ``<!-- /output -->``).
+The README (and docs/pipeline.md) show the real output of ``dvc metrics diff`` and ``dpaudit compare``
+between HTML comment markers (``<!-- output: dvc metrics diff -->`` ... ``<!-- /output -->``).
 ``tests/test_readme_compare.py`` checks that those blocks are still current; when code changes move
 the numbers, refresh them with one command from the repository root::
 
@@ -25,15 +25,23 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
+#: Every file with output blocks of these commands.
+DOCUMENTS = (README, REPO / "docs" / "pipeline.md")
 #: The README's experiment: ρβ = 0.99 as the only and the headline setting (``-S`` values, in order).
 SETTINGS = ("identifiability.train.rho_beta=[0.99]", "identifiability.train.reference_rho_beta=0.99")
 #: The command as the README writes it.
 EXPERIMENT_COMMAND = "dvc exp run " + " ".join(f"-S {shlex.quote(value)}" for value in SETTINGS)
-# Each documented command: its marker label and its arguments after `dvc`.
+# Each documented command: its marker label and its argument vector (the program from the environment's bin).
 COMMANDS: dict[str, list[str]] = {
-    "dvc metrics diff": ["metrics", "diff"],
-    "dvc exp show --only-changed": ["exp", "show", "--only-changed", "--no-pager"],
+    "dvc metrics diff": ["dvc", "metrics", "diff"],
+    "dpaudit compare": ["dpaudit", "compare"],
 }
+
+
+def command(label: str) -> list[str]:
+    """The argument vector of a documented command, its program taken from this interpreter's bin."""
+    program, *args = COMMANDS[label]
+    return [str(Path(sys.executable).parent / program), *args]
 #: Characters of the horizontal rules DVC draws around its tables.
 RULE = set("─━┏┓┗┛┡┩└┘├┤┼╇╈┳┻ ")
 BLOCK = re.compile(
@@ -68,7 +76,7 @@ def run_compare(work: Path, timeout: float = 3600) -> dict[str, str]:
     run(["git", "add", "-A"], work)
     run(["git", "commit", "-q", "-m", "baseline"], work)
     run([dvc, *exp_run_args()], work, timeout=timeout)
-    return {label: run([dvc, *args], work) for label, args in COMMANDS.items()}
+    return {label: run(command(label), work) for label in COMMANDS}
 
 
 def documented(text: str) -> dict[str, str]:
@@ -110,14 +118,15 @@ def main(argv: list[str] | None = None) -> int:
         args.save.mkdir(parents=True, exist_ok=True)
         for label, out in outputs.items():
             (args.save / f"{label.replace(' ', '_')}.txt").write_text(out)
-    old = README.read_text()
-    new = rewrite(old, outputs)
-    missing = set(COMMANDS) - set(documented(old))
+    missing = set(COMMANDS) - set(documented(README.read_text()))
     if missing:
         print(f"README.md has no output block for: {', '.join(sorted(missing))}", file=sys.stderr)
         return 1
-    README.write_text(new)
-    print("README.md updated" if new != old else "README.md was already current")
+    for path in DOCUMENTS:
+        old = path.read_text()
+        new = rewrite(old, outputs)
+        path.write_text(new)
+        print(f"{path.name} updated" if new != old else f"{path.name} was already current")
     return 0
 
 

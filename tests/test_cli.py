@@ -305,6 +305,7 @@ def test_commands_are_registered_in_one_place():
         "epsilon-star",
         "scores",
         "one-run",
+        "compare",
     ]
     with pytest.raises(ValueError, match="already registered"):
         cli.register(cli.COMMANDS["accountant"])

@@ -13,7 +13,9 @@ at most 30 columns) and match the README's marked output blocks: the same lines 
 relative 1e-3 (DVC prints rounded values). When numbers move on purpose, ``python
 docs/refresh_compare_outputs.py`` rewrites the blocks. Then, from the baseline again, shrinking the grid
 to the headline's own setting (``rho_beta=[0.9]``) moves no headline: each setting is seeded by its own
-values, not by its neighbours.
+values, not by its neighbours. ``dpaudit compare`` runs after each experiment: after the first it must
+match the block in ``docs/pipeline.md`` (numbers to one unit in their last digit, experiment names
+aside); after the second, with both experiments in it, it must fit 100 columns and 10 lines.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import csv
 import importlib.util
 import io
+import json
 import math
 import re
 from pathlib import Path
@@ -31,6 +34,10 @@ from tests.test_dvc_workflow import BIN, REPO, _copy_tree, _run
 
 README = REPO / "README.md"
 DOCS = REPO / "docs"
+PIPELINE = DOCS / "pipeline.md"
+#: ``dpaudit compare``: its output block in docs/pipeline.md, and the most columns and lines it prints.
+COMPARE = "dpaudit compare"
+COMPARE_WIDTH, COMPARE_LINES = 100, 10
 MAX_LINES = 200
 HEADINGS = (
     "## Quick start",
@@ -129,12 +136,28 @@ def test_readme_has_one_output_block_per_documented_command() -> None:
     assert set(blocks) == set(refresh.COMMANDS)
     for label, block in blocks.items():
         assert len(_rows(block)) >= 3, f"{label}: the README's output block is empty"
-        _compare_table(label, block, block)
+        if label == COMPARE:
+            _compare_compare(block, block)
+        else:
+            _compare_table(label, block, block)
+    assert blocks[COMPARE] == refresh.documented(PIPELINE.read_text())[COMPARE]
     assert len(blocks["dvc metrics diff"].strip().splitlines()) <= 40
     text = README.read_text()
     assert refresh.EXPERIMENT_COMMAND in text
-    for command in ("dvc metrics diff", "dvc exp show --only-changed", "dvc plots diff"):
+    for command in ("dvc metrics diff", COMPARE, "dvc exp show --only-changed", "dvc plots diff"):
         assert command in text
+
+
+def test_compare_block_fits_and_shows_the_readme_experiment() -> None:
+    block = _refresh().documented(PIPELINE.read_text())[COMPARE]
+    lines = block.strip("\n").splitlines()
+    assert len(lines) <= COMPARE_LINES and max(map(len, lines)) <= COMPARE_WIDTH
+    assert "adult-identifiability" in lines[0] and "digits-identifiability" in lines[0]
+    assert "rho_beta=[0.99]" in block and "reference_rho_beta=0.99" in block
+    assert COMPARE in README.read_text()
+    _compare_compare(block, block.replace("main      ", "master    ").replace("0.780", "0.781"))
+    with pytest.raises(AssertionError):
+        _compare_compare(block, block.replace("2.90", "2.95"))
 
 
 def test_output_matching_tolerates_rounding_and_run_names_only() -> None:
@@ -154,6 +177,12 @@ def test_output_matching_tolerates_rounding_and_run_names_only() -> None:
     _compare_table("t", wide, narrow)  # fewer columns fit: the shown ones still agree
     with pytest.raises(AssertionError):
         _compare_table("t", wide, "  Experiment   Created   a.rdp   …\n  main   1:02 PM   2.5   …")
+    assert _same_shown("0.780", "0.781") and _same_shown("1.44@95%", "1.45@95%")
+    assert not _same_shown("0.780", "0.782") and not _same_shown("1.44@95%", "1.44@99%")
+    assert _same_shown("1.00e-05", "1.01e-05") and _same_shown("1435", "1436") and _same_shown("–", "–")
+    rows = ["<experiment>  (baseline)  1.44", "<experiment>  k=1  2.90", "  j=2", "ε · PLD"]
+    table = ["   a-x", "experiment  params  proven", "main  (baseline)  1.44", "filmy-daws  k=1  2.90"]
+    assert _anonymous("\n".join([*table, "  j=2", "ε · PLD"])).splitlines()[2:] == rows
 
 
 # ------------------------------------------------------------------------------------------------ slow
@@ -220,6 +249,58 @@ def _compare_table(label: str, documented: str, actual: str) -> None:
         )
 
 
+def _unit(text: str) -> float:
+    """One unit in the last digit of a number as printed: "0.780" → 0.001, "1.00e-05" → 1e-7."""
+    mantissa, _, exponent = text.lower().rstrip("%").partition("e")
+    return 10.0 ** (int(exponent or 0) - len(mantissa.partition(".")[2]))
+
+
+def _same_shown(a: str, b: str) -> bool:
+    """Cells of ``dpaudit compare``: numbers to 3 significant digits agree to one unit in their last
+    digit (another CPU's last bits may round a value across a boundary); a level after ``@`` exactly."""
+    (x, _, level_x), (y, _, level_y) = a.partition("@"), b.partition("@")
+    if level_x != level_y or not (_NUMBER.match(x) and _NUMBER.match(y)):
+        return a == b
+    return abs(float(x) - float(y)) <= 1.01 * max(_unit(x), _unit(y))
+
+
+def _compare_compare(documented: str, actual: str) -> None:
+    """``dpaudit compare`` against its block in docs/pipeline.md: line by line the same cells, numbers
+    to one unit in their last digit, experiment names aside."""
+    want, got = _rows(_anonymous(documented)), _rows(_anonymous(actual))
+    hint = f"docs/pipeline.md's `{COMPARE}` block is stale: paste what it prints now\n{actual}"
+    assert len(want) == len(got), hint
+    for old, new in zip(want, got, strict=True):
+        same = len(old) == len(new) and all(_same_shown(a, b) for a, b in zip(old, new, strict=True))
+        assert same, f"{hint}\n  docs: {old}\n  now:  {new}"
+
+
+def _anonymous(text: str) -> str:
+    """``dpaudit compare``'s table with each row's experiment name (DVC draws them at random, and the
+    baseline is named by the branch) replaced: rows start at the first column, below the header line
+    that starts with "experiment", above the legend (``·``) and the notes (``+N more``)."""
+    lines = text.strip("\n").splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("experiment "))
+    return "\n".join(
+        re.sub(r"^\S+", "<experiment>", line)
+        if i > header and line[:1].strip() and "·" not in line and not line.startswith("+")
+        else line
+        for i, line in enumerate(lines)
+    )
+
+
+def _check_compare(work: Path, experiments: int) -> tuple[str, dict]:
+    """``dpaudit compare`` in ``work``, as text (within its limits) and as JSON."""
+    text = _run([str(BIN / "dpaudit"), "compare"], work)
+    lines = text.rstrip("\n").splitlines()
+    assert len(lines) <= COMPARE_LINES and max(map(len, lines)) <= COMPARE_WIDTH, text
+    result = json.loads(_run([str(BIN / "dpaudit"), "compare", "--json"], work))
+    assert [row["kind"] for row in result["experiments"]] == ["baseline"] + ["experiment"] * experiments
+    assert result["audits"] == ["adult-identifiability", "digits-identifiability"], result["audits"]
+    assert all(row["name"] in text for row in result["experiments"])
+    return text, result
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(3600)
 def test_readme_compare_commands_and_their_documented_output(tmp_path: Path) -> None:
@@ -236,7 +317,7 @@ def test_readme_compare_commands_and_their_documented_output(tmp_path: Path) -> 
     _run(["git", "commit", "-q", "-m", "baseline"], work)
     _run([dvc, *refresh.exp_run_args()], work, timeout=1800)
 
-    outputs = {label: _run([dvc, *args], work) for label, args in refresh.COMMANDS.items()}
+    outputs = {label: _run(refresh.command(label), work) for label in refresh.COMMANDS}
     diff = outputs["dvc metrics diff"]
     assert 0 < len(diff.strip().splitlines()) <= 40, diff
     # The columns the table shows: the CSV's, less its machine-only `rev` and `typ`.
@@ -245,8 +326,14 @@ def test_readme_compare_commands_and_their_documented_output(tmp_path: Path) -> 
     assert len(shown) <= 30, shown
 
     documented = refresh.documented(README.read_text())
-    for label, actual in outputs.items():
-        _compare_table(label, documented[label], actual)
+    _compare_table("dvc metrics diff", documented["dvc metrics diff"], outputs["dvc metrics diff"])
+    compare, result = _check_compare(work, 1)
+    for text in (README.read_text(), PIPELINE.read_text()):
+        _compare_compare(refresh.documented(text)[COMPARE], compare)
+    assert result["experiments"][1]["params"] == {
+        "identifiability.train.rho_beta": [0.99],
+        "identifiability.train.reference_rho_beta": 0.99,
+    }
 
     # Back to the baseline, then keep only the headline setting ρβ = 0.9: its numbers stay put.
     _run(["git", "checkout", "--", "."], work)
@@ -254,3 +341,11 @@ def test_readme_compare_commands_and_their_documented_output(tmp_path: Path) -> 
     assert _run([dvc, "metrics", "diff", "--json"], work).strip() in ("", "{}")
     header = next(csv.reader(io.StringIO(_run([dvc, "exp", "show", "--only-changed", "--csv"], work))))
     assert len([name for name in header if name not in ("rev", "typ")]) <= 30, header
+    # Both experiments side by side: the second moved no headline, so its numbers are the baseline's.
+    compare, result = _check_compare(work, 2)
+    first, second = result["experiments"][1:]
+    assert "rho_beta=[0.9]" in compare and second["params"] == {
+        "identifiability.train.rho_beta": [0.9],
+        "identifiability.train.reference_rho_beta": 0.9,  # every row holds every parameter that differs
+    }
+    assert second["headlines"] == result["experiments"][0]["headlines"] != first["headlines"]

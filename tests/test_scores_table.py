@@ -11,7 +11,7 @@ import pytest
 from dpaudit.bounds.audit import audit_score_sets
 from dpaudit.bounds.registry import ESTIMATORS, estimator
 from dpaudit.scores import ScoreSet, group_key, parse_group, read_score_sets, write_score_sets
-from dpaudit.table import ResultRow, ResultsTable, headline, headline_metrics
+from dpaudit.table import ResultRow, ResultsTable, headline, headline_metrics, versioned_row
 
 
 def _gaussian_set(mu: float, n: int, seed: int, assumes: str = "none", **group: str) -> ScoreSet:
@@ -95,7 +95,9 @@ def test_audit_splits_the_level_over_the_scope_and_table_round_trips(tmp_path):
     assert {r.quantity for r in table.rows} >= {"tpr_at_fpr_0p01", "auroc", "advantage", "epsilon_estimate"}
     table.save(tmp_path / "t.csv")
     back = ResultsTable.load(tmp_path / "t.csv")
-    pd.testing.assert_frame_equal(back.frame(), table.frame())
+    written = ResultsTable([versioned_row(r) for r in table.rows])  # at its versioned precision
+    pd.testing.assert_frame_equal(back.frame(), written.frame())
+    assert back.frame()["value"].tolist() != table.frame()["value"].tolist()
     metrics = back.metrics()
     assert set(metrics) == {"setting=0", "setting=1", "setting=2"}
     assert metrics["setting=0"]["epsilon_lower_gdp_assumes"] == "gaussian"
@@ -178,3 +180,15 @@ def test_group_keys_have_one_spelling_and_select_by_part():
     ]
     assert ResultsTable(rows).groups_where(setting="rb0.9") == [key, "setting=rb0.9"]
     assert ResultsTable(rows).groups_where(attack="di", setting="rb0.99") == ["setting=rb0.99/attack=di"]
+
+
+def test_one_run_sets_count_the_one_run_bound_and_report_the_sweeps_as_estimates():
+    # One run's canaries are no independent trials: the threshold sweeps over them are estimates, and
+    # the one-run bound (Steinke et al.) keeps the whole level. It used to share it with two sweeps.
+    table = audit_score_sets([_gaussian_set(3.0, 500, 8, assumes="one-run")], confidence=0.95)
+    counted = [row for row in table.rows if row.counted]
+    assert [row.estimator for row in counted] == ["one_run"]
+    assert counted[0].level == 0.95
+    sweeps = [row for row in table.rows if row.estimator in ("sweep_split", "sweep_bonferroni")]
+    assert {(row.quantity, row.kind) for row in sweeps} == {("epsilon_estimate", "estimate")}
+    assert table.headline().estimator == "one_run"

@@ -21,7 +21,8 @@ experiment's closure has in common under its own package) and, literally, the un
 of the modules outside the experiment packages.
 
 ``python -m dpaudit.deps --write`` rewrites the deps lists in ``dvc.yaml`` (between the ``# deps:
-<stage>`` marker comments); ``python -m dpaudit.deps --check`` (and ``tests/test_dependencies.py``)
+<stage>`` marker comments) and gives every git-tracked output ``persist: true``
+(:func:`persist_git_tracked`); ``python -m dpaudit.deps --check`` (and ``tests/test_dependencies.py``)
 fails when ``dvc.yaml`` is out of date.
 """
 
@@ -375,9 +376,45 @@ _MARKER = re.compile(r"^(?P<indent>\s*)# deps: (?P<stage>[\w-]+) \(generated\)\s
 _END = re.compile(r"^\s*# end deps\s*$")
 
 
+_NO_CACHE = re.compile(r"^(?P<indent>\s*)cache: false\s*$")
+_PERSIST = re.compile(r"^(?P<indent>\s*)persist: \S+\s*$")
+
+
+def persist_git_tracked(lines: list[str]) -> list[str]:
+    """``dvc.yaml``'s lines with ``persist: true`` beside every ``cache: false`` (and no other
+    ``persist`` line next to it), so that an interrupted stage leaves its git-tracked outputs in place.
+
+    DVC deletes a stage's outputs before it runs the command; for an output outside DVC's cache
+    (``cache: false``: ``results/``, ``plots/``, ``metrics/summary.json``, ``docs/fidelity.md``) nothing
+    can restore them afterwards but git, so a Ctrl-C or a failure left the committed numbers deleted
+    until the next successful run. ``persist: true`` makes DVC skip that deletion (``Stage.remove_outs``,
+    also under ``dvc repro -f`` and ``dvc exp run``, which reproduce the same way; ``--temp`` and queued
+    experiments run in a clone whose git-tracked outputs are the committed ones). The stages write these
+    outputs atomically and replace an output folder whole (:func:`dpaudit.io.atomic_directory`), so a
+    persisted output is either the previous version or the new one, never a mix, and keeps no stale
+    file. The cost: DVC's run-cache skips a stage with a persistent output (neither restores nor saves
+    its runs). ``bounds`` and ``fidelity`` lose nothing, since an uncached plain output already kept
+    DVC from saving their runs; ``report`` (whose only uncached output is a metric) now reruns where
+    DVC would have restored it from the run-cache.
+    """
+    out: list[str] = []
+    for i, line in enumerate(lines):
+        persist = _PERSIST.match(line)
+        if persist is not None:
+            near = [lines[j] for j in (i - 1, i + 1) if 0 <= j < len(lines)]
+            if any((m := _NO_CACHE.match(n)) and m["indent"] == persist["indent"] for n in near):
+                continue  # rewritten beside its cache: false below
+        out.append(line)
+        match = _NO_CACHE.match(line)
+        if match is not None:
+            out.append(f"{match['indent']}persist: true\n")
+    return out
+
+
 def render(text: str, graph: Graph) -> str:
     """``dvc.yaml``'s text with every block between ``# deps: <stage> (generated)`` and ``# end
-    deps`` replaced by that stage's src/ deps (one ``- path`` line each, at the marker's indent)."""
+    deps`` replaced by that stage's src/ deps (one ``- path`` line each, at the marker's indent), and
+    every git-tracked output persistent (:func:`persist_git_tracked`)."""
     out: list[str] = []
     lines = text.splitlines(keepends=True)
     i = 0
@@ -401,7 +438,7 @@ def render(text: str, graph: Graph) -> str:
     missing = sorted(set(STAGES) - seen)
     if missing:
         raise ValueError(f"dvc.yaml has no deps marker for stage(s) {missing}")
-    return "".join(out)
+    return "".join(persist_git_tracked(out))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -409,7 +446,8 @@ def main(argv: list[str] | None = None) -> int:
     ``--show STAGE [EXPERIMENT]``: print one stage's modules; ``--cycles``: print import cycles."""
     parser = argparse.ArgumentParser(prog="python -m dpaudit.deps", description=__doc__.split("\n\n")[0])
     group = parser.add_mutually_exclusive_group(required=True)
-    group.add_argument("--write", action="store_true", help="rewrite the generated deps in dvc.yaml")
+    group.add_argument("--write", action="store_true",
+                       help="rewrite the generated deps (and persist flags) in dvc.yaml")
     group.add_argument("--check", action="store_true", help="exit 1 when dvc.yaml's deps are out of date")
     group.add_argument("--show", nargs="+", metavar=("STAGE", "EXPERIMENT"), help="one stage's files")
     group.add_argument("--cycles", action="store_true", help="print the import cycles of src/dpaudit")
@@ -434,7 +472,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"dvc.yaml deps {'rewritten' if new != text else 'already up to date'}")
         return 0
     if new != text:
-        print("dvc.yaml's deps are out of date: run `python -m dpaudit.deps --write`", file=sys.stderr)
+        print("dvc.yaml's deps (or persist flags) are out of date: run `python -m dpaudit.deps --write`",
+              file=sys.stderr)
         return 1
     return 0
 

@@ -24,6 +24,7 @@ import shutil
 import signal
 import tempfile
 import threading
+import zipfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import FrameType
@@ -146,11 +147,28 @@ def _atomic(destination: Path, make: Callable[[Path], Path], mode: int) -> Itera
             yield tmp
             os.chmod(tmp, mode)
             if tmp.is_dir() and destination.exists():
-                shutil.rmtree(destination)
-            os.replace(tmp, destination)
+                _replace_directory(tmp, destination)
+            else:
+                os.replace(tmp, destination)
     finally:
         if tmp is not None and (tmp.exists() or tmp.is_symlink()):
             _remove(tmp)
+
+
+def _replace_directory(tmp: Path, destination: Path) -> None:
+    """Swap the finished ``tmp`` directory in for ``destination`` by two renames, the old version
+    moved aside (a swept temporary name) and deleted only once the new one is in place: an interrupt
+    between the renames puts the old version back, so the previous output is never left missing."""
+    aside = destination.with_name(f".{destination.name}.{os.getpid()}.old{TEMP_SUFFIX}")
+    _remove(aside)
+    os.replace(destination, aside)
+    try:
+        os.replace(tmp, destination)
+    finally:
+        if destination.exists():
+            _remove(aside)
+        else:
+            os.replace(aside, destination)
 
 
 def _make_file(destination: Path) -> Path:
@@ -173,9 +191,82 @@ def atomic_path(destination: str | Path) -> Iterator[Path]:
 
 @contextlib.contextmanager
 def atomic_directory(destination: str | Path) -> Iterator[Path]:
-    """Yield a temporary directory; on success it replaces ``destination`` whole, else is removed."""
-    with _atomic(Path(destination), _make_directory, 0o755) as tmp:
+    """Yield a temporary directory; on success it replaces ``destination`` whole, else is removed.
+
+    A ``destination`` that is a symbolic link is refused before any work, naming it and its target:
+    replacing the directory whole would delete through the link (or only the link)."""
+    destination = Path(destination)
+    if destination.is_symlink():
+        raise OutputLinkError(destination)
+    with _atomic(destination, _make_directory, 0o755) as tmp:
         yield tmp
+
+
+class OutputLinkError(ValueError):
+    """An output directory a stage replaces whole is a symbolic link; the message names both ends."""
+
+    def __init__(self, destination: Path) -> None:
+        super().__init__(
+            f"{destination} is a symbolic link to {os.readlink(destination)}; this output directory is "
+            f"replaced whole on every run, and dpaudit does not delete through a link. Remove the link "
+            f"(`rm {destination}`) and rerun"
+        )
+        self.destination = destination
+
+
+class NpzArrays(Mapping[str, np.ndarray]):
+    """The arrays of an open ``.npz`` file (:func:`open_npz`); each read error names the file and array."""
+
+    def __init__(self, path: Path, handle: Any) -> None:
+        self.path = path
+        self._handle = handle
+
+    @property
+    def files(self) -> list[str]:
+        """The array names, as :class:`numpy.lib.npyio.NpzFile` lists them."""
+        return list(self._handle.files)
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        if key not in self._handle.files:
+            raise MissingArrayError(f"{self.path}: no array {key!r} (arrays present: {sorted(self.files)})")
+        try:
+            return self._handle[key]
+        except ValueError as exc:  # an object array: numpy refuses to unpickle it
+            why = "holds Python objects, which dpaudit never unpickles" if "pickle" in str(exc) else str(exc)
+            raise ValueError(f"{self.path}: array {key!r} {why} (numpy: {exc})") from exc
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._handle.files)
+
+    def __len__(self) -> int:
+        return len(self._handle.files)
+
+
+class MissingArrayError(KeyError):
+    """An ``.npz`` file lacks an array; printed as its message (a plain :class:`KeyError` quotes it)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+@contextlib.contextmanager
+def open_npz(path: str | Path) -> Iterator[NpzArrays]:
+    """``np.load(path, allow_pickle=False)`` of an ``.npz`` archive whose every error names ``path``.
+
+    numpy's own refusals name no file ("Object arrays cannot be loaded when allow_pickle=False",
+    "Cannot load file containing pickled data"), so a stage reading several files would not say
+    which one is bad. A missing file stays a :class:`FileNotFoundError` (numpy's names the path)."""
+    path = Path(path)
+    try:
+        handle = np.load(path, allow_pickle=False)
+    except (ValueError, EOFError, zipfile.BadZipFile) as exc:
+        raise ValueError(f"{path}: cannot read as an .npz archive: {exc}") from exc
+    if not isinstance(handle, np.lib.npyio.NpzFile):
+        raise ValueError(f"{path}: a single .npy array, not an .npz archive of named arrays")
+    try:
+        yield NpzArrays(path, handle)
+    finally:
+        handle.close()
 
 
 class Terminated(KeyboardInterrupt):

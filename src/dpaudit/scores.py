@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from dpaudit.io import write_npz
+from dpaudit.io import open_npz, write_npz
 
 #: What may be guaranteed about the mechanism behind a score set (the ``assumes`` tags), and what a
 #: bound that uses the tag assumes, in words for the report.
@@ -167,7 +167,7 @@ def write_score_sets(path: str | Path, sets: Sequence[ScoreSet]) -> None:
 def read_score_sets(path: str | Path) -> list[ScoreSet]:
     """The score sets :func:`write_score_sets` wrote, in order."""
     path = Path(path)
-    with np.load(path, allow_pickle=False) as f:
+    with open_npz(path) as f:
         if _INDEX not in f.files:
             raise ValueError(f"{path}: not a score-set file (no {_INDEX} entry)")
         index = json.loads(str(f[_INDEX]))

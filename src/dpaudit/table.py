@@ -24,6 +24,7 @@ from typing import Any
 import pandas as pd
 
 from dpaudit.io import atomic_path
+from dpaudit.precision import exact, measured
 from dpaudit.scores import ASSUMES, parse_group
 
 COLUMNS = ("group", "quantity", "value", "low", "high", "level", "assumes", "estimator", "kind", "counted")
@@ -49,6 +50,16 @@ QUANTITIES: dict[str, str] = {
 KINDS = ("bound", "estimate", "rate", "accountant", "utility")
 #: What the headline reports when no counted bound exists.
 NO_BOUND = "none"
+
+
+def versioned_row(row: ResultRow) -> ResultRow:
+    """``row`` at the precision its statistics support (:mod:`dpaudit.precision`): an accountant's
+    ε at exact precision rounded up, a lower bound rounded down, an interval rounded outward."""
+    if row.kind == "accountant":
+        value = exact(row.value, "up")
+    else:
+        value = measured(row.value, "down" if row.quantity == "epsilon_lower" else "nearest")
+    return replace(row, value=value, low=measured(row.low, "down"), high=measured(row.high, "up"))
 
 
 def fpr_tag(fpr: float) -> str:
@@ -156,8 +167,10 @@ class ResultsTable:
         return pd.DataFrame([asdict(r) for r in self.rows], columns=list(COLUMNS))
 
     def save(self, path: str | Path) -> None:
+        """The table as CSV, every number at its versioned precision (:func:`versioned_row`)."""
+        frame = pd.DataFrame([asdict(versioned_row(r)) for r in self.rows], columns=list(COLUMNS))
         with atomic_path(path) as tmp:
-            self.frame().to_csv(tmp, index=False)
+            frame.to_csv(tmp, index=False)
 
     @classmethod
     def load(cls, path: str | Path) -> ResultsTable:

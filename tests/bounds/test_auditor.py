@@ -352,3 +352,19 @@ def test_advantage_uses_the_sweeps_counts_with_unchanged_values():
     fp, fn = threshold_counts(ps, ns, thresholds)
     assert np.array_equal(fp, [np.sum(neg >= t) for t in thresholds])
     assert np.array_equal(fn, [np.sum(pos < t) for t in thresholds])
+
+
+def test_one_run_scores_headline_the_one_run_bound_alone():
+    rng = np.random.default_rng(47)
+    pos, neg = rng.normal(3.0, 1.0, 500), rng.normal(0.0, 1.0, 500)
+    audit = aud.audit_scores(pos, neg, delta=1e-5, one_run=True)
+    assert audit.headline.estimator == "one_run"
+    assert audit.headline.details["counted_bounds"] == 1.0
+    assert audit.lower_bounds["one_run"].confidence == 0.95
+    for name in aud.ASSUMPTION_FREE:
+        sweep = audit.lower_bounds[name]
+        assert not sweep.valid and not sweep.counted and sweep.assumption == aud.SWEEP_ON_ONE_RUN
+    with pytest.raises(ValueError, match="sweep_split.*one run"):
+        aud.audit_scores(pos, neg, delta=1e-5, one_run=True, headline=("sweep_split",))
+    independent = aud.audit_scores(pos, neg, delta=1e-5)
+    assert independent.lower_bounds["sweep_split"].valid and independent.lower_bounds["sweep_split"].counted

@@ -167,6 +167,7 @@ def check_contract(experiment: Experiment, root: Path) -> None:
     assert f'data-audit="{audit_name}"' in out.read_text()
     entry = read_json(summary)[audit_name]
     fixed = {"epsilon_upper", "epsilon_lower", "epsilon_lower_level", "epsilon_lower_assumes", "utility"}
+    fixed |= {"utility_measure"}
     assert set(entry) - fixed <= set(loaded.scores)
     if "epsilon_lower_assumes" in entry:
         assert entry["epsilon_lower_assumes"] in ASSUMES

@@ -15,6 +15,7 @@ from dpaudit.experiments import Audit
 from dpaudit.experiments.base import read_manifest
 from dpaudit.experiments.identifiability import config as ident
 from dpaudit.io import read_json
+from dpaudit.precision import measured, versioned
 from dpaudit.report.figures import load_figure_data
 from dpaudit.results import ReportSection
 from dpaudit.scores import read_score_sets
@@ -77,7 +78,7 @@ def test_results_table_per_configuration(audit: Audit) -> None:
     """Metrics are the results table: per setting its accountant rows, per adversary its estimators."""
     metrics = read_json(audit.results_path)
     table = ResultsTable.load(audit.results_table_path)
-    from_table = table.metrics()
+    from_table = versioned(table.metrics())  # results/<audit>.json: at its versioned precision
     assert list(from_table) == list(metrics)
     for group, entry in from_table.items():
         assert list(entry) == list(metrics[group])
@@ -97,7 +98,8 @@ def test_results_table_per_configuration(audit: Audit) -> None:
     assert set(m) >= {"epsilon_upper_pld", "epsilon_upper_rdp", "rho_alpha_thm2", "rho_alpha_rdp"}
     assert -1 <= d["advantage_decision_low"] <= d["advantage_decision"] <= d["advantage_decision_high"] <= 1
     # Local sensitivity: every effective multiplier is z, so ε′ (i) is the accountant's ε ≤ target.
-    assert math.isclose(d["epsilon_estimate_local_sensitivity"], m["epsilon_upper_rdp"], rel_tol=1e-6)
+    # (an estimate is written at 3 significant digits, the accountant at 6)
+    assert d["epsilon_estimate_local_sensitivity"] == measured(m["epsilon_upper_rdp"])
     assert m["epsilon_upper_rdp"] <= math.log(3.0) + 1e-9  # Eq. 10: ε = ln(ρβ/(1−ρβ))
     assert 0 <= d["delta_prime"] <= 1
     # Both adversaries: GDP is the one pre-registered (counted) bound and keeps the whole level; the
@@ -183,7 +185,7 @@ def test_plots_and_section(audit: Audit) -> None:
         assert row.confidence == pytest.approx(0.95)
         rb, key = row.setting.removeprefix("ρβ=").split(" ")
         best = results.headline([f"setting=rb{rb}_{key}/attack=di"])
-        assert row.epsilon_lower == best.value
+        assert measured(row.epsilon_lower, "down") == best.value  # the CSV: 3 digits, rounded down
     # The lower-bounds figure draws valid bounds only: no estimate column among its y series.
     bounds_fig = next(f for f in section.figures if f.id.endswith("lower-bounds"))
     assert bounds_fig.y and all(c.startswith("epsilon_lower_") for c in bounds_fig.y)
@@ -265,7 +267,8 @@ def test_gdp_bound_is_below_pld_and_above_the_sweep_with_plentiful_trials(
     assert gdp > di["epsilon_lower_sweep_bonferroni"]
     assert gdp / pld > 0.5
     section = ReportSection.load(small.section_path)
-    assert section.rows[0].epsilon_lower == gdp and section.rows[0].epsilon_lower_estimator == "gdp"
+    assert measured(section.rows[0].epsilon_lower, "down") == gdp
+    assert section.rows[0].epsilon_lower_estimator == "gdp"
 
 
 def test_config_errors_name_the_key() -> None:

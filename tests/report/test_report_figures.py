@@ -29,6 +29,7 @@ from dpaudit.report.region import (
     CLIP_FACTOR,
     CLIPPED_LABEL,
     REGION_COLUMNS,
+    REGION_PANEL_HEIGHT,
     REGION_ROW_HEIGHT,
     ZERO_LABEL,
     region_of_privacy_data,
@@ -147,15 +148,18 @@ def test_unusable_data_is_a_clear_error(fake_root):
         render_figure(FigureSpec("b", "B", "line", str(bad), "x", [], "x", "y"), fake_root)
 
 
-def test_region_of_privacy_grows_with_rows_and_skips_rows_without_numbers():
+def test_region_of_privacy_grows_with_rows_and_panels_and_skips_rows_without_numbers():
     row = SummaryRow("z=1", {"rdp": 3.0, "naive": math.inf}, 0.5, "split", {}, None, None)
     empty = SummaryRow("none", {"rdp": None}, None, None, {}, "accuracy", 0.9)
     star_only = SummaryRow("non-DP", {}, None, None, {"epsilon_star": 1.0}, "accuracy", 0.9)
     assert region_of_privacy_png([("a", empty)]) is None
     one = _png_size(region_of_privacy_png([("a", row), ("a", empty)]))
-    three = _png_size(region_of_privacy_png([("a", row), ("b", row), ("c", star_only)]))
-    assert one[0] == three[0] == 900
-    assert three[1] - one[1] == round(2 * REGION_ROW_HEIGHT * DPI)
+    three = _png_size(region_of_privacy_png([("a", row), ("a", row), ("a", star_only)]))
+    two_audits = _png_size(region_of_privacy_png([("a", row), ("b", row)]))
+    assert one[0] == three[0] == two_audits[0] == 900
+    assert abs(three[1] - one[1] - 2 * REGION_ROW_HEIGHT * DPI) <= 1  # a row more: one row's height
+    # An audit more: one row and one panel (its title and ε tick labels) more.
+    assert abs(two_audits[1] - one[1] - (REGION_ROW_HEIGHT + REGION_PANEL_HEIGHT) * DPI) <= 1
 
 
 def test_region_of_privacy_draws_only_valid_lower_bounds_and_keeps_estimates_apart():

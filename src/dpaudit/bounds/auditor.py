@@ -23,7 +23,8 @@ both error-rate limits, and every threshold tried, are inside that level):
 * ``one_run`` (with ``one_run=True``) — Steinke, Nasr & Jagielski 2023, for canaries included
   independently with probability 1/2 in ONE training run (:func:`one_run_lower_bound`).
 
-An estimate (``valid=False``): ``sweep_naive`` (threshold chosen and counted on the same trials).
+An estimate (``valid=False``): ``sweep_naive`` (threshold chosen and counted on the same trials), and
+every sweep when the scores are one run's canaries (``one_run=True``: the sweep needs independent runs).
 
 The headline (:attr:`ScoresAudit.headline`, metric ``epsilon_lower``) counts only what is
 guaranteed for the data at hand: the assumption-free sweeps, and a family or one-run bound only
@@ -89,6 +90,10 @@ ASSUMPTIONS = {
     "subsampled_gaussian": "assumes the Poisson-subsampled Gaussian family with q={q:g}, T={steps}",
     "one_run": "assumes canaries included independently with probability 1/2 in one training run",
 }
+#: What a threshold sweep is when its scores are the canaries of ONE run: Clopper–Pearson on FP/FN
+#: counts needs one independent run per trial, and no theorem extends it to canaries that share a run
+#: (Steinke, Nasr & Jagielski 2023 prove the guessing test of ``one_run`` instead). An estimate there.
+SWEEP_ON_ONE_RUN = "an estimate: these scores share one run, and the sweep needs one run per trial"
 ESTIMATORS = tuple(ASSUMPTIONS)
 #: Estimators that assume nothing about the mechanism: the only ones a headline counts by default.
 ASSUMPTION_FREE = ("sweep_split", "sweep_bonferroni")
@@ -323,8 +328,9 @@ def _headline_set(
 ) -> tuple[str, ...]:
     """The estimators the headline maximises over; each assumption must be declared by the caller."""
     declared = {"gdp": assume_gaussian, "subsampled_gaussian": mechanism is not None, "one_run": one_run}
+    sweeps = () if one_run else ASSUMPTION_FREE
     if headline is None:
-        return ASSUMPTION_FREE + tuple(name for name, ok in declared.items() if ok)
+        return sweeps + tuple(name for name, ok in declared.items() if ok)
     names = tuple(dict.fromkeys(headline))
     if not names:
         raise ValueError("headline must name at least one estimator")
@@ -332,6 +338,9 @@ def _headline_set(
         if name not in ESTIMATORS or name == "sweep_naive":
             valid = [e for e in ESTIMATORS if e != "sweep_naive"]
             raise ValueError(f"headline estimator {name!r} is not a valid bound; choose from {valid}")
+        if one_run and name in ASSUMPTION_FREE:
+            what = f"headline estimator {name!r} is no bound on one run's canaries"
+            raise ValueError(f"{what}: {SWEEP_ON_ONE_RUN}")
         if not declared.get(name, True):
             flags = {"gdp": "assume_gaussian=True", "subsampled_gaussian": "mechanism="}
             need = flags.get(name, "one_run=True")
@@ -369,7 +378,9 @@ def audit_scores(
     mechanism), ``subsampled_gaussian`` if ``mechanism=SubsampledGaussian(q, T)`` is declared, and
     ``one_run`` if ``one_run`` (the scores are canaries of ONE run, each included independently with
     probability 1/2 by the audit; k₊ = k₋ = fraction · m/2 for each of ``one_run_fractions``,
-    Bonferroni over them). ``headline`` pre-registers a subset instead (e.g. ``("gdp",)``). The k
+    Bonferroni over them). With ``one_run`` the sweeps become estimates (:data:`SWEEP_ON_ONE_RUN`):
+    their canaries share one run, so only the one-run bound is proven. ``headline`` pre-registers a
+    subset instead (e.g. ``("gdp",)``). The k
     counted bounds are each computed at 1 − (1 − confidence)/k, so their maximum holds at
     ``confidence`` (union bound); the others, and the intervals, at ``confidence``. Bounds whose
     assumption nobody declared are still reported (``counted=False``), never in the headline.
@@ -409,9 +420,10 @@ def audit_scores(
             "limit_level": sweep.limit_level,
             "advantage": sweep.advantage,
         }
-        bounds[name] = LowerBound(
-            sweep.epsilon_lower, name, ASSUMPTIONS[name], method != "naive", level, details, name in counted
-        )
+        valid = method != "naive" and not one_run
+        assumption = SWEEP_ON_ONE_RUN if one_run and method != "naive" else ASSUMPTIONS[name]
+        counts = name in counted
+        bounds[name] = LowerBound(sweep.epsilon_lower, name, assumption, valid, level, details, counts)
         bar.update()
     common = {"delta": delta, "selection": gdp_selection, "seed": seed, "max_thresholds": max_thresholds}
     gdp = gdp_lower_bound(pos, neg, confidence=level_of("gdp"), **common)

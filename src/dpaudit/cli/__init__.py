@@ -29,6 +29,7 @@ from dpaudit.cli.accounting import (
     _run_identifiability,
 )
 from dpaudit.cli.args import CliError, Command
+from dpaudit.cli.compare import COMPARE
 from dpaudit.cli.scores import (
     _configure_epsilon_star,
     _configure_one_run,
@@ -87,6 +88,7 @@ for _command in (
         _run_one_run,
         _one_run_text,
     ),
+    COMPARE,
 ):
     register(_command)
 

@@ -19,6 +19,7 @@ from dpaudit.data.custom_spec import (
     CustomDataError,
     CustomDatasetSpec,
 )
+from dpaudit.io import NpzArrays, open_npz
 
 log = logging.getLogger(__name__)
 
@@ -35,14 +36,14 @@ def _read_table(spec: CustomDatasetSpec) -> pd.DataFrame:
             return pd.read_csv(path, skipinitialspace=True)
         if spec.format == "parquet":
             return pd.read_parquet(path)
-        with np.load(path, allow_pickle=False) as f:
+        with open_npz(path) as f:
             missing = [k for k in (spec.features, spec.label) if k not in f.files]
             if missing:
                 raise CustomDataError(
                     f"{path}: no array {missing[0]!r} in the NPZ file (arrays present: {sorted(f.files)}); "
                     f"set 'features' and 'label' to the keys of the feature and label arrays"
                 )
-            X, y = f[spec.features], f[spec.label]
+            X, y = _npz_array(f, spec, "features"), _npz_array(f, spec, "label")
             for key, array in ((spec.features, X), (spec.label, y)):
                 if np.iscomplexobj(array):
                     raise CustomDataError(
@@ -54,8 +55,11 @@ def _read_table(spec: CustomDatasetSpec) -> pd.DataFrame:
         raise CustomDataError(f"{path}: the file is empty (no header, no rows)") from exc
     except CustomDataError:
         raise
-    except Exception as exc:  # malformed files, object arrays refused by allow_pickle=False, …
-        raise CustomDataError(f"{path}: cannot read as {spec.format}: {exc}") from exc
+    except Exception as exc:  # malformed files, a pickle instead of an NPZ archive, …
+        detail = str(exc).removeprefix(f"{path}: ")  # dpaudit's own readers name the file already
+        raise CustomDataError(
+            f"{path}: cannot read as {spec.format} (data.custom.{spec.name}.path): {detail}"
+        ) from exc
     if X.ndim != 2:
         raise CustomDataError(
             f"{path}: array {spec.features!r} has shape {X.shape}; custom datasets need [n, d] features "
@@ -68,6 +72,18 @@ def _read_table(spec: CustomDatasetSpec) -> pd.DataFrame:
     table = pd.DataFrame(X, columns=[f"x{i}" for i in range(X.shape[1])])
     table[spec.label] = y
     return table
+
+
+def _npz_array(f: NpzArrays, spec: CustomDatasetSpec, key: str) -> np.ndarray:
+    """The array ``spec.<key>`` names; an object array (numpy would have to unpickle it) is refused
+    naming the file, the array and the params key."""
+    try:
+        return f[getattr(spec, key)]
+    except ValueError as exc:
+        raise CustomDataError(
+            f"{exc}; the array is 'data.custom.{spec.name}.{key}' = {getattr(spec, key)!r}. Save it as a "
+            f"numeric array (e.g. np.savez(path, features=X.astype(float), labels=y))"
+        ) from exc
 
 
 def _refuse_nested(path: Path, table: pd.DataFrame, fmt: str) -> None:

@@ -14,7 +14,7 @@ from typing import Literal
 
 import numpy as np
 
-from dpaudit.io import write_npz
+from dpaudit.io import open_npz, write_npz
 
 Kind = Literal["tabular", "image"]
 
@@ -78,7 +78,7 @@ class PreparedData:
         path = Path(path)
         if not path.exists():
             raise FileNotFoundError(f"{path} does not exist: run `dvc repro prepare@{path.stem}` first")
-        with np.load(path, allow_pickle=False) as f:
+        with open_npz(path) as f:
             return cls(
                 name=str(f["name"]),
                 kind=str(f["kind"]),  # type: ignore[arg-type]

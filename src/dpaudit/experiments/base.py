@@ -200,8 +200,8 @@ class BoundsResult:
     ``metrics/<audit>.json``); ``plots`` maps a CSV file name under ``plots/<audit>/`` to its table;
     ``summary`` holds the per-setting rows of the report's summary; ``context`` carries anything
     else the section needs (JSON-like values only); ``csv_float_format`` is pandas' ``float_format``
-    for the plot CSVs (None: full precision). ``table`` is the audit's part of the results table
-    (:mod:`dpaudit.table`), written to ``results/<audit>.csv``; ``metrics`` and ``summary`` are
+    for the plot CSVs (None: the pipeline's ``PLOT_FLOATS``). ``table`` is the audit's part of the
+    results table (:mod:`dpaudit.table`), written to ``results/<audit>.csv``; ``metrics`` and ``summary`` are
     selections from it.
     """
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import logging
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from dpaudit.experiments import get_experiment, registry
 from dpaudit.io import atomic_directory, atomic_path, write_json
 from dpaudit.layout import CHECK_PATH, MODEL_RECORDS_DIR, MODELS_DIR, Audit
 from dpaudit.pipeline.audits import audits_from_params
+from dpaudit.training.keras_safety import KerasImportError, check_keras_file
 from dpaudit.training.shards import RunnerConfig
 
 log = logging.getLogger("dpaudit.stage")
@@ -93,8 +95,12 @@ def model_records(
     """Per audit: ``{"audit", "keras", "md5"}`` of the Keras file its model comes from (nulls if none).
 
     A Keras file must be a relative path under :data:`MODELS_DIR` (``models/arch.keras``), the
-    directory the ``check`` stage depends on; anything else is a :class:`ParamsError` naming
-    ``<experiment>.datasets.<ds>.model.keras``. ``audits`` are :class:`dpaudit.layout.Audit` objects.
+    directory the ``check`` stage depends on; anything else, or a path that leads out of the repository
+    through a symbolic link (:func:`outside_link`), is a :class:`ParamsError` naming
+    ``<experiment>.datasets.<ds>.model.keras``. The file then passes the allow-list inspection the train
+    stage runs (:func:`~dpaudit.training.keras_safety.check_keras_file`: its config, read without
+    TensorFlow) or is refused here, naming the key, the file and the reason.
+    ``audits`` are :class:`dpaudit.layout.Audit` objects.
     """
     records: dict[str, dict[str, Any]] = {}
     configs: dict[str, Any] = {}
@@ -109,10 +115,76 @@ def model_records(
             inside = path.parts[:1] == (MODELS_DIR.name,) and ".." not in path.parts
             require(inside, key, keras, f"must be a file under {MODELS_DIR}/ (e.g. {MODELS_DIR}/arch.keras): "
                     f"the check stage depends on that directory, so editing the file reruns this audit")
+            link = outside_link(root / path, root)
+            require(link is None, key, keras, f"{link}: the file must lie inside the repository")
             require((root / path).is_file(), key, keras, "file does not exist")
+            try:  # the train stage's allow-list, here already: an unsafe file never waits for training
+                check_keras_file(root / path)
+            except KerasImportError as exc:
+                raise type(exc)(f"params: '{key}' = {keras!r}: {exc}") from None
             md5 = hashlib.md5((root / path).read_bytes(), usedforsecurity=False).hexdigest()
         records[audit.name] = {"audit": audit.name, "keras": keras, "md5": md5}
     return records
+
+
+class ModelFileError(ValueError):
+    """A file or directory under ``models/`` that the check stage refuses (the message names it)."""
+
+
+def _dvc_cache_dir(root: Path) -> Path | None:
+    """The DVC cache directory configured for the repository at ``root`` (``cache.dir``), if any: a
+    ``dvc add``-ed file is a link into it when DVC's link type is ``symlink``."""
+    try:
+        from dvc.config import Config
+
+        configured = Config(str(root / ".dvc")).get("cache", {}).get("dir")
+    except Exception:  # no DVC, no .dvc directory, an unreadable config: no cache to allow
+        return None
+    return None if configured is None else (root / ".dvc" / str(configured)).resolve()
+
+
+def outside_link(path: Path, root: Path = Path(".")) -> str | None:
+    """Why ``path`` leads outside the repository at ``root`` through a symbolic link, else ``None``.
+
+    Names the first link on the way and where it points. A link into the repository, or into its
+    configured DVC cache (``dvc add`` with the ``symlink`` link type), is fine."""
+    repo = root.resolve()
+    target = path.resolve()
+    if target.is_relative_to(repo):
+        return None
+    cache = _dvc_cache_dir(root)
+    if cache is not None and target.is_relative_to(cache):
+        return None
+    relative = path.relative_to(root) if path.is_relative_to(root) else path
+    for depth in range(1, len(relative.parts) + 1):
+        link = root / Path(*relative.parts[:depth])
+        if link.is_symlink():
+            where = "" if link == path else f" (on the way to {path.relative_to(root)})"
+            return (f"{link.relative_to(root)} is a symbolic link to {os.readlink(link)}{where}, which "
+                    f"resolves to {target}, outside the repository")
+    return None
+
+
+def check_models_dir(root: Path = Path(".")) -> None:
+    """Refuse every file or directory under ``models/`` (and ``models/`` itself) that is a symbolic
+    link resolving outside the repository, naming it and where it points.
+
+    The check stage depends on ``models/``, so DVC and dpaudit would read (and hash) whatever such a
+    link points to: a file of another project, or of the system, would become an input of the audit
+    without being versioned with it. Copy the file into ``models/`` instead."""
+    base = root / MODELS_DIR
+    candidates = [base] if base.is_symlink() else []
+    if base.is_dir():
+        for dirpath, dirnames, filenames in os.walk(base):  # links to directories are listed, not entered
+            candidates.extend(Path(dirpath) / name for name in sorted(dirnames + filenames))
+    for path in candidates:
+        if path.is_symlink():
+            why = outside_link(path, root)
+            if why is not None:
+                raise ModelFileError(
+                    f"{why}: every file under {MODELS_DIR}/ must lie inside the repository (the check stage "
+                    f"depends on {MODELS_DIR}/); copy it into {MODELS_DIR}/"
+                )
 
 
 def check_limits(params: Mapping[str, Any], audits: Any) -> None:
@@ -138,12 +210,14 @@ def check_limits(params: Mapping[str, Any], audits: Any) -> None:
 def validate(params: Mapping[str, Any]) -> tuple[list[Audit], dict[str, dict[str, Any]]]:
     """Every check of the ``check`` stage, writing nothing: every name that becomes a path
     (:func:`check_names`), the whole file (:func:`check_params`), the sizes only the datasets can
-    refuse (:func:`check_limits`) and the audits' Keras files. Returns the audits and their Keras
-    records (:func:`model_records`)."""
+    refuse (:func:`check_limits`), the audits' Keras files and ``models/`` (:func:`check_models_dir`).
+    Returns the audits and their Keras records (:func:`model_records`)."""
     check_names(params)
     audits = check_params(params)
     check_limits(params, audits)
-    return audits, model_records(params, audits)
+    records = model_records(params, audits)
+    check_models_dir()
+    return audits, records
 
 
 def run_validate(params: Mapping[str, Any]) -> None:

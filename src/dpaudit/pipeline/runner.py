@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -33,7 +35,7 @@ def run_stage(
     except KeyboardInterrupt as exc:
         signame, status = interruption(exc)
         log.error("stage %s interrupted (%s); partial outputs removed", stage, signame)
-        sys.exit(status)
+        _exit(status)
     except ParamsError as exc:
         log.error("stage %s: invalid parameters in %s: %s", stage, params_path, exc)
         sys.exit(1)
@@ -53,3 +55,16 @@ def run_stage(
     log.info("stage %s finished in %.1f s", stage, seconds)
     if write_timing:
         write_json(TIMING_DIR / f"{stage}.json", {"stage": stage, "seconds": round(seconds, 3)})
+
+
+def _exit(status: int) -> None:
+    """Exit with ``status``; at once (``os._exit``, after flushing) when the process abandoned a Ray
+    start still under way, whose thread inside Ray's C++ core could otherwise end the interpreter's
+    teardown with status 1 or an abort (:func:`dpaudit.training.ray_session.start_abandoned`)."""
+    session = sys.modules.get("dpaudit.training.ray_session")  # loaded only if Ray was used
+    if session is not None and session.start_abandoned():
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(status)
+    sys.exit(status)

@@ -20,6 +20,11 @@ Semantics of the spec fields, per ``kind``:
   (sorted by ``x``), e.g. a Pareto frontier.
 - ``diagonal``: the reference line y = x; ``hlines``: labelled horizontal reference lines.
 - ``intervals``: (low, high) columns drawn as vertical error bars on a scatter's points.
+
+A ``line`` or ``scatter`` whose data hold a single ``x`` value (e.g. one target ε at default
+settings) would draw one point per series and panel, so it is drawn as a dot chart instead
+(:func:`draw_dot_chart`): one row per facet × group value, the ``y`` columns as markers on one
+horizontal axis, each marked by what its name says it is (lower bound, upper bound, estimate).
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from dpaudit.bounds.accountants import ACCOUNTANTS
 from dpaudit.results import FigureSpec
 
 PANEL_SIZE = (5.5, 3.75)
@@ -48,6 +54,9 @@ DPI = 100
 MAX_COLUMNS = 3
 TICK_CHARS_PER_INCH = 11  # wrap bar-chart category labels to about this many characters per inch
 TICK_GAP_PX = 4  # neighbouring tick labels closer than this count as printed over each other
+DOT_WIDTH = 9.0  # inches
+DOT_ROW_HEIGHT = 0.42  # inches per row of a dot chart
+DOT_FIXED_HEIGHT = 2.0  # inches for a dot chart's title, axis and legend
 _TRUE_STRINGS = frozenset({"true", "1", "yes", "y", "t"})
 _FALSE_STRINGS = frozenset({"false", "0", "no", "n", "f", ""})
 
@@ -302,9 +311,10 @@ def to_png(fig: Figure) -> bytes:
     return buffer.getvalue()
 
 
-def render_figure(spec: FigureSpec, root: Path) -> bytes:
-    """Draw ``spec`` from its CSV (path relative to ``root``) and return the PNG file's bytes."""
-    return to_png(draw_figure(spec, root))
+def render_figure(spec: FigureSpec, root: Path, level: float | None = None) -> bytes:
+    """Draw ``spec`` from its CSV (path relative to ``root``) and return the PNG file's bytes;
+    ``level`` is the audit's joint confidence, written beside the lower bounds of a dot chart."""
+    return to_png(draw_figure(spec, root, level))
 
 
 def overlapping_tick_labels(ax: Axes) -> int:
@@ -332,9 +342,12 @@ def _unclutter_ticks(fig: Figure) -> None:
             fig.canvas.draw()
 
 
-def draw_figure(spec: FigureSpec, root: Path) -> Figure:
-    """The matplotlib figure of ``spec`` (see :func:`render_figure`), with no overprinted tick labels."""
+def draw_figure(spec: FigureSpec, root: Path, level: float | None = None) -> Figure:
+    """The matplotlib figure of ``spec`` (see :func:`render_figure`), with no overprinted tick labels;
+    a dot chart (:func:`draw_dot_chart`) when a line or scatter has a single x value."""
     frame = load_figure_data(spec, root)
+    if (x_value := single_x(frame, spec)) is not None:
+        return draw_dot_chart(frame, spec, x_value, level)
     if spec.facet:
         panels = [
             (_label(value), rows) for value, rows in frame.groupby(spec.facet, sort=False, dropna=False)
@@ -358,4 +371,123 @@ def draw_figure(spec: FigureSpec, root: Path) -> Figure:
         ax.set_visible(False)
     fig.suptitle(textwrap.fill(spec.title, width=int(TITLE_CHARS_PER_INCH * PANEL_SIZE[0] * ncols)))
     _unclutter_ticks(fig)
+    return fig
+
+
+def single_x(frame: pd.DataFrame, spec: FigureSpec) -> float | None:
+    """The x value of a line or scatter whose rows all share one (a one-point-per-series plot), else None."""
+    if spec.kind not in ("line", "scatter"):
+        return None
+    values = _numeric(frame, spec.x, spec).dropna().unique()
+    return float(values[0]) if len(values) == 1 else None
+
+
+def column_role(column: str) -> str:
+    """What a y column holds, read from its name: ``lower`` (a valid lower bound: ``epsilon_lower_*``,
+    ``eps_lb``), ``estimate`` (``*estimate*``, Epsilon*, ε′: never a bound), ``upper`` (an accountant:
+    ``epsilon_upper_*``, ``eps_ub``, ``epsilon_<accountant>``) or ``other`` (a cap, a ratio, …)."""
+    name = column.lower()
+    if "ratio" in name:
+        return "other"
+    if "estimate" in name or name.startswith(("epsilon_star", "epsilon_prime")):
+        return "estimate"
+    if name.startswith(("epsilon_lower", "eps_lb")):
+        return "lower"
+    if name.startswith(("epsilon_upper", "eps_ub")) or name in {f"epsilon_{a}" for a in ACCOUNTANTS}:
+        return "upper"
+    return "other"
+
+
+#: Marker, fill and legend words of each :func:`column_role` in a dot chart.
+DOT_STYLE = {"lower": ("o", True, "proven lower bound"), "upper": ("s", False, "upper bound (accountant)"),
+             "estimate": ("x", True, "estimate, not a bound"), "other": ("D", False, "")}  # fmt: skip
+#: What columns that are neither bound nor estimate mean, for the dot chart's legend.
+COLUMN_NOTES = {"cp_cap": "the most these trials can prove"}
+REGION_BAR_LABEL = "true ε lies here: from the largest lower to the smallest upper bound"
+#: Series colours of a dot chart: green and red are left to its bars.
+DOT_COLOURS = ("C0", "C1", "C4", "C9", "C6", "C8", "C5", "C7")
+
+
+def _dot_label(column: str, level: float | None) -> str:
+    role = column_role(column)
+    words = DOT_STYLE[role][2] or COLUMN_NOTES.get(column, "")
+    if role == "lower" and level is not None:
+        words += f", joint {level * 100:g} %"
+    return f"{human(column)}: {words}" if words else human(column)
+
+
+def _dot_rows(frame: pd.DataFrame, spec: FigureSpec) -> list[tuple[str, pd.DataFrame, list[str]]]:
+    """(row label, rows, y columns) of a dot chart: one per facet × group value, else one per y column."""
+    keys = [c for c in (spec.facet, spec.group) if c]
+    if not keys:
+        return [(human(column), frame, [column]) for column in spec.y]
+    groups = frame.groupby(keys, sort=False, dropna=False)
+    return [(", ".join(_label(v) for v in key), rows, list(spec.y)) for key, rows in groups]
+
+
+def draw_dot_chart(frame: pd.DataFrame, spec: FigureSpec, x_value: float, level: float | None) -> Figure:
+    """A line or scatter at one x value as dots on one axis (``y_label``), one row per category.
+
+    Lower bounds are filled dots, accountants' upper bounds open squares, estimates crosses (never
+    a bound); a light bar joins a row's largest lower bound to its smallest upper bound (red when
+    the lower one is larger). The x value is the subtitle, and a dashed line where ``diagonal`` puts
+    it on the same scale as y (e.g. the target ε). A scatter's ``intervals`` become error bars.
+    """
+    if spec.highlight:
+        _as_bool(frame[spec.highlight], spec, spec.highlight)  # a bad column is an error here too
+    rows = _dot_rows(frame, spec)
+    per_column = not (spec.facet or spec.group)  # one row per y column: its label is the row's
+    fig = Figure(figsize=(DOT_WIDTH, DOT_FIXED_HEIGHT + DOT_ROW_HEIGHT * len(rows)), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
+    colours = {column: DOT_COLOURS[k % len(DOT_COLOURS)] for k, column in enumerate(spec.y)}
+    for i, (_, part, columns) in enumerate(rows):
+        drawn: dict[str, list[float]] = {"lower": [], "upper": []}
+        step = min(0.6 / max(len(columns), 1), 0.16)  # equal values side by side, not hidden
+        for k, column in enumerate(columns):
+            values = _numeric(part, column, spec)
+            keep = _drawable(values, spec.y_log)
+            marker, filled, _ = DOT_STYLE[column_role(column)]
+            y = i + (k - (len(columns) - 1) / 2) * step
+            xerr = None
+            if spec.intervals and spec.kind == "scatter":
+                low, high = (_numeric(part, c, spec)[keep].to_numpy() for c in spec.intervals)
+                xerr = np.vstack([np.maximum(values[keep] - low, 0.0), np.maximum(high - values[keep], 0.0)])
+            ax.errorbar(
+                values[keep].to_numpy(), np.full(int(keep.sum()), y), xerr=xerr, fmt=marker, capsize=3,
+                color=colours[column], markerfacecolor=colours[column] if filled else "none", markersize=7,
+                label=_dot_label(column, level),
+            )  # fmt: skip
+            if column_role(column) in drawn:
+                drawn[column_role(column)] += values[keep].tolist()
+            for value in values[keep] if per_column else ():
+                ax.annotate(f"{value:.3g}", (value, y), xytext=(7, 0), textcoords="offset points",
+                            va="center", fontsize="small")  # fmt: skip
+        if drawn["lower"] and drawn["upper"]:
+            low, high = max(drawn["lower"]), min(drawn["upper"])
+            ax.plot([low, high], [i, i], color="tab:red" if low > high else "tab:green", linewidth=9,
+                    alpha=0.25, solid_capstyle="butt", zorder=0,
+                    label="lower > upper: check" if low > high else REGION_BAR_LABEL)  # fmt: skip
+            if low > 0:  # the best proven value, below its dots, to read without the axis
+                ax.annotate(f"{low:.3g}", (low, i), xytext=(0, -9), textcoords="offset points",
+                            ha="center", va="top", fontsize="small")  # fmt: skip
+    if spec.diagonal:
+        ax.axvline(x_value, linestyle="--", color="grey", label=f"{spec.x_label} = {x_value:g}")
+    ax.set_yticks(range(len(rows)), [label for label, _, _ in rows])
+    ax.set_ylim(len(rows) - 0.25, -0.5)  # first row on top; room for the last row's value below it
+    ax.margins(x=0.08)  # room for the values written beside the dots
+    ax.set_ylabel(", ".join(human(c) for c in (spec.facet, spec.group) if c))
+    ax.set_xlabel(spec.y_label)
+    if spec.y_log:
+        ax.set_xscale("log")
+    if spec.y_limits is not None:
+        ax.set_xlim(*spec.y_limits)
+    ax.grid(True, axis="x", alpha=0.3)
+    subtitle = f"at the one {spec.x_label} of this run: {x_value:g}"
+    title = textwrap.fill(spec.title, width=int(TITLE_CHARS_PER_INCH * 1.4 * DOT_WIDTH))
+    fig.suptitle(f"{title}\n{subtitle}")
+    handles, labels = ax.get_legend_handles_labels()
+    unique = dict(zip(labels, handles, strict=True))
+    if not per_column or spec.diagonal or any(column_role(c) != "other" for c in spec.y):
+        fig.legend(unique.values(), unique.keys(), fontsize="small", loc="outside lower center", ncol=2)
     return fig

@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 import importlib.metadata
 import logging
+import os
 import platform
 import subprocess
 from collections.abc import Iterable, Mapping, Sequence
@@ -177,6 +178,20 @@ def stage_timings(sections: Sequence[LoadedSection]) -> list[tuple[str, float]]:
     return sorted(timings.items(), key=lambda item: order(item[0]))
 
 
+def kernel_library(env: Mapping[str, str] | None = None, cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
+    """Which CPU kernels TensorFlow runs here: oneDNN or Eigen. They sum in other orders, so models
+    trained under one differ from the other's in their last bits (docs/pipeline.md, reruns)."""
+    env = os.environ if env is None else env
+    chosen = env.get("TF_ENABLE_ONEDNN_OPTS")
+    if chosen in ("0", "1"):
+        return f"{'oneDNN' if chosen == '1' else 'Eigen'} (TF_ENABLE_ONEDNN_OPTS={chosen})"
+    try:
+        avx512 = " avx512f" in cpuinfo.read_text()
+    except OSError:
+        return "TensorFlow's default for this CPU (CPU flags unreadable)"
+    return "oneDNN (TensorFlow's default on an AVX-512 CPU)" if avx512 else "Eigen (no AVX-512 on this CPU)"
+
+
 def provenance_html(root: Path, sections: Sequence[LoadedSection]) -> str:
     parts = ['<section id="provenance"><h2>Provenance</h2>']
     commit = git_commit(root)
@@ -204,6 +219,12 @@ def provenance_html(root: Path, sections: Sequence[LoadedSection]) -> str:
         parts.append('<p class="muted">No params.yaml found.</p>')
     parts.append("<h3>Package versions</h3>")
     parts.append(html_table(["package", "version"], list(package_versions().items())))
+    parts.append(
+        f"<p>CPU kernels: {html.escape(kernel_library())}. The same commit, parameters and kernel library "
+        "reproduce every number bit for bit; another kernel library or CPU changes models in their last "
+        "bits, so versioned numbers are written at 3 significant digits (accountants at 6); a model trained "
+        "long without noise can move further, within its sampling error (docs/pipeline.md).</p>"
+    )
     timings = stage_timings(sections)
     parts.append("<h3>Run time per stage</h3>")
     if timings:

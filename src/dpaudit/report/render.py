@@ -31,7 +31,7 @@ from dpaudit.report.html import CSS, anchor, figure_html, format_value, html_tab
 from dpaudit.report.inputs import LoadedSection, audit_metrics, find_sections
 from dpaudit.report.provenance import git_commit, provenance_html
 from dpaudit.report.region import region_of_privacy_png
-from dpaudit.report.summary import settings_html, summary_html, summary_metrics
+from dpaudit.report.summary import confidence_level, settings_html, summary_html, summary_metrics
 from dpaudit.results import TableSpec
 
 __all__ = [
@@ -79,9 +79,10 @@ def _section_html(loaded: LoadedSection, root: Path) -> str:
         parts.extend(_table_html(t, audit) for t in section.tables)
     if section.figures:
         parts.append("<h3>Figures</h3>")
+    level = confidence_level(section.headline)  # the joint level a one-x dot chart's lower bounds hold at
     for spec in section.figures:
         try:
-            png = render_figure(spec, root)
+            png = render_figure(spec, root, level)
         except FigureError as exc:
             raise FigureError(f"section {loaded.path}: {exc}") from exc
         parts.append(figure_html(png, spec.title, spec.caption, f"{anchor(audit)}-{spec.id}"))
@@ -130,7 +131,8 @@ def render_html(root: Path, sections: Sequence[LoadedSection], title: str) -> st
                 figure_html(
                     region,
                     "Region of privacy",
-                    "For every setting of every audit: the true ε lies "
+                    "For every setting of every audit, one panel per audit on the same log ε axis "
+                    "(tick labels on each panel, above and below when it is tall): the true ε lies "
                     "between the valid attack lower bound (at its joint confidence; its estimator and "
                     "assumption are in the summary table) and the tightest accountant upper "
                     "bound (Erlingsson et al. §5.3). Epsilon* is drawn as a separate marker: an "

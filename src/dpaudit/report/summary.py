@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from dpaudit.bounds.accountants import ACCOUNTANTS
+from dpaudit.precision import Direction, measured, versioned
 from dpaudit.report.html import Markup, anchor, format_value, html_table, tag
 from dpaudit.report.inputs import LoadedSection
 from dpaudit.results import ReportSection, SummaryRow
@@ -68,7 +69,9 @@ def summary_metrics(sections: Sequence[LoadedSection]) -> dict[str, dict[str, An
     Per audit: the accountants' ε, the best valid ε lower bound with its joint level
     (``epsilon_lower_level``) and assumption tag (``epsilon_lower_assumes``, a key of
     :data:`dpaudit.scores.ASSUMES`: the one string leaf), the scores the section declares
-    (:attr:`ReportSection.scores`, e.g. ρβ and ρα, or Epsilon*) and the utility.
+    (:attr:`ReportSection.scores`, e.g. ρβ and ρα, or Epsilon*), the utility and what it measures
+    (``utility_measure``, a string: one key for every audit, so runs compare in one column). Every
+    number at its versioned precision (:func:`dpaudit.precision.versioned`: bounds rounded outward).
     """
     out: dict[str, dict[str, Any]] = {}
     for loaded in sections:
@@ -91,16 +94,18 @@ def summary_metrics(sections: Sequence[LoadedSection]) -> dict[str, dict[str, An
                 entry[key] = value
         utility = _finite(row.utility)
         if utility is not None:
-            entry["utility"] = {row.utility_name or "utility": utility}
+            entry["utility"] = utility
+            entry["utility_measure"] = row.utility_name or "utility"
         out[loaded.audit] = entry
-    return out
+    return versioned(out)
 
 
-def number(value: float) -> str:
-    """A headline number: 3 significant digits, ∞ for infinity."""
+def number(value: float, direction: Direction = "nearest") -> str:
+    """A headline number: 3 significant digits (a bound rounded outward: ``down`` for a lower bound,
+    ``up`` for an upper one, so the shown bound is still a bound), ∞ for infinity."""
     if math.isinf(value):
         return "∞" if value > 0 else "−∞"
-    return f"{value:.3g}"
+    return f"{measured(value, direction):.3g}"
 
 
 def confidence_level(row: SummaryRow) -> float | None:
@@ -150,7 +155,7 @@ def _proven_cell(row: SummaryRow) -> Markup:
     label = " · ".join(p for p in parts if p) or "level not stated"
     assumes = ASSUMES.get(row.epsilon_lower_assumes or "", row.epsilon_lower_assumes)
     tip = estimator + (f"; assumes: {assumes}" if assumes else "")
-    value = html.escape(number(float(lower)))
+    value = html.escape(number(float(lower), "down"))
     if float(lower) == 0.0:
         value += " — " + html.escape(f"tried {row.tried}" if row.tried else "nothing proven above 0")
     elif row.tried:
@@ -168,7 +173,7 @@ def _promised_cell(row: SummaryRow) -> Markup:
             return Markup("∞" + tag("no finite bound", every))
         return Markup("—" + tag("no accountant"))
     name, value = tight
-    return Markup(html.escape(number(value)) + tag(name.upper() if len(name) <= 4 else name, every))
+    return Markup(html.escape(number(value, "up")) + tag(name.upper() if len(name) <= 4 else name, every))
 
 
 def _ratio(row: SummaryRow) -> float | Markup | None:
@@ -189,8 +194,6 @@ def _utility_cell(row: SummaryRow) -> Markup | None:
     if row.utility is None:
         return None
     name = row.utility_name or "utility"
-    if name.strip().lower() == "auroc":
-        name = "utility AUROC"  # the model's own AUROC on its task, not an attack's
     return Markup(html.escape(number(float(row.utility))) + tag(name))
 
 

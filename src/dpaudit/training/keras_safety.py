@@ -97,8 +97,31 @@ def load_keras_model(path: str | Path) -> Any:
     import tensorflow as tf
 
     path = Path(path)
-    check_keras_config(json.loads(_read_keras_config(path)), str(path))
+    check_keras_file(path)
     return tf.keras.models.load_model(path, compile=False, safe_mode=True)
+
+
+def check_keras_file(path: str | Path) -> None:
+    """The allow-list inspection the train stage runs on a model file, without TensorFlow: the config
+    of a ``.keras`` archive (its ``config.json``) or of ``model.to_json()`` output (a ``.json`` file)
+    is parsed and checked by :func:`check_keras_config`. Every error names the file."""
+    path = Path(path)
+    if path.suffix == ".json":
+        if not path.is_file():
+            raise KerasImportError(f"{path}: file does not exist")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise KerasImportError(f"{path}: not a Keras model JSON: {exc}") from exc
+    else:
+        text = _read_keras_config(path)
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise KerasImportError(f"{path}: not a Keras model JSON: {exc}") from exc
+    if not isinstance(config, Mapping):
+        raise KerasImportError(f"{path}: not a Keras model JSON: the top level is not an object")
+    check_keras_config(config, str(path))
 
 
 def _read_keras_config(path: Path) -> str:

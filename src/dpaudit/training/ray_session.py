@@ -1,6 +1,21 @@
 """Ray's life in this process: started or joined once (in the background, by a thread that stays
-alive while Ray runs), the driver's signal handlers re-installed over Ray's, and shut down at exit.
-Also the models put into Ray's object store once per session and fetched once per worker."""
+alive while Ray runs), the driver's signal handlers kept over Ray's, and shut down at exit.
+Also the models put into Ray's object store once per session and fetched once per worker.
+
+Signals. Ray's C++ core, once its driver connects, installs a crash handler (Abseil's) for SIGTERM
+that prints a stack, forwards the signal and arms a 3 s alarm that aborts the process: a SIGTERM
+while Ray was starting ended the stage with SIGABRT mid-cleanup. The driver keeps Ray from
+installing it (:func:`_no_ray_crash_handler`, which also keeps Ray's shutdown from resetting SIGTERM
+to its default), and re-installs its Python handlers once Ray is up and again once it is shut down.
+
+Teardown. Every process of a local Ray started here (GCS, raylet, agents, workers) inherits the
+environment variable :data:`SESSION_ENV`, unique to the start, and a small reaper process (started
+with Ray, in a session of its own) kills what carries it once the driver has shut Ray down or has
+died: Ray's shutdown, or the driver's death, left Ray's agents running for minutes. Ray's processes
+cannot be killed from the driver while its start is under way: its C++ core then ends the process with
+status 1. So an interrupted start is abandoned, the stage exits at once (:func:`start_abandoned`), and
+the reaper stops the rest.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +24,10 @@ import contextlib
 import logging
 import os
 import signal
+import subprocess
 import sys
 import threading
+import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from types import FrameType
@@ -32,6 +49,42 @@ _HANDLED_SIGNALS = tuple(
 # The last of those signals received since handlers were wrapped after Ray started. Ray's waits turn
 # any KeyboardInterrupt raised by a handler into a plain one, losing which signal it was.
 _last_signal: int | None = None
+#: Environment variable that marks the processes of a local Ray started by this process (its value
+#: unique to the start): they inherit it from the driver, so they can be found and stopped by it.
+SESSION_ENV = "DPAUDIT_RAY_SESSION"
+#: Seconds that the reaper spends at most killing a local Ray's processes (a dying raylet may still
+#: start one).
+SWEEP_SECONDS = 5.0
+# The reaper (stdlib only, run by this interpreter): at end of file on its stdin (the driver closed
+# it after shutting Ray down, or died), SIGKILL every process whose environment holds argv[1]
+# (``SESSION_ENV=marker``) until none is left. A zombie's environment reads empty.
+_REAPER = r"""
+import os, signal, sys, time
+entry, seconds = sys.argv[1].encode(), float(sys.argv[2])
+sys.stdin.buffer.read()
+deadline = time.monotonic() + seconds
+while True:
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit() and int(name) != os.getpid():
+            try:
+                with open(f"/proc/{name}/environ", "rb") as handle:
+                    if entry in handle.read().split(b"\0"):
+                        found.append(int(name))
+            except OSError:
+                pass
+    for pid in found:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    if not found or time.monotonic() > deadline:
+        break
+    time.sleep(0.05)
+"""
+# Ray's flag (in its C++ core) that its crash handler is installed: set, Ray skips installing it,
+# and clear, Ray's shutdown skips resetting SIGTERM, SIGABRT, SIGSEGV to their defaults.
+_RAY_CRASH_HANDLER_FLAG = "_ZN3ray6RayLog36is_failure_signal_handler_installed_E"
 #: Niceness of a local Ray started beside a driver that trains (its processes and workers): on one
 #: machine the driver's shards come first, and Ray's workers use the cores the driver leaves idle.
 RAY_NICENESS = 10
@@ -100,6 +153,10 @@ class _RayStart:
         self.address = address
         self.num_cpus = num_cpus
         self.yield_cpu = yield_cpu
+        # The marker of a local Ray's processes (see SESSION_ENV); None when joining a cluster.
+        self.marker = None if num_cpus is None else f"{os.getpid()}-{uuid.uuid4().hex}"
+        self.previous_handlers: dict[int, Any] = {}
+        self.reaper: subprocess.Popen[bytes] | None = None
         self.ready = threading.Event()
         self.release = threading.Event()
         self.error: BaseException | None = None
@@ -119,17 +176,48 @@ class _RayStart:
             with contextlib.suppress(AttributeError, OSError):
                 os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), RAY_NICENESS)
         try:
-            ray.init(address=self.address, include_dashboard=False, log_to_driver=False,
-                     logging_level=logging.WARNING, **extra)  # fmt: skip
+            with _no_ray_crash_handler():
+                ray.init(address=self.address, include_dashboard=False, log_to_driver=False,
+                         logging_level=logging.WARNING, **extra)  # fmt: skip
         except BaseException as exc:  # reported to the caller by wait()/the coordinator
             self.error = exc
         with self.lock:
             self.ready.set()
             abandoned = self.abandoned
-        if abandoned and self.error is None:  # shut down while starting: nobody uses this Ray
-            ray.shutdown()
+        if abandoned:  # shut down while starting: nobody uses this Ray
+            if ray.is_initialized():
+                ray.shutdown()
+            self.reap(wait=False)
             return
         self.release.wait()
+
+    def start_reaper(self) -> None:
+        """Start the reaper of this local Ray's processes (Linux; see :data:`_REAPER`)."""
+        if self.marker is None or not sys.platform.startswith("linux"):
+            return
+        env = {k: v for k, v in os.environ.items() if k != SESSION_ENV}
+        try:
+            entry = f"{SESSION_ENV}={self.marker}"
+            self.reaper = subprocess.Popen(
+                [sys.executable, "-I", "-S", "-c", _REAPER, entry, str(SWEEP_SECONDS)],
+                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+                start_new_session=True,  # out of reach of a signal to the stage's process group
+            )  # fmt: skip
+        except OSError as exc:
+            log.debug("runner: no reaper for the local Ray (%s)", exc)
+
+    def reap(self, wait: bool = True) -> None:
+        """Let the reaper kill what is left of this local Ray (only once Ray is shut down or never
+        came up: killing the raylet under a connected driver ends the driver) and, with ``wait``,
+        wait for it to finish."""
+        reaper, self.reaper = self.reaper, None
+        if reaper is None:
+            return
+        with contextlib.suppress(OSError):
+            reaper.stdin.close()  # type: ignore[union-attr]
+        if wait:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                reaper.wait(SWEEP_SECONDS + 5)
 
     def up(self) -> bool:
         """Whether Ray is up (False while starting or after a failed start)."""
@@ -141,10 +229,24 @@ class _RayStart:
         if self.handlers_restored or threading.current_thread() is not threading.main_thread():
             return
         self.handlers_restored = True
+        _forget_marker(self)
         for signum in _HANDLED_SIGNALS:
             handler = signal.getsignal(signum)
             if handler is not None:
+                self.previous_handlers[signum] = handler
                 signal.signal(signum, _recording(handler) if callable(handler) else handler)
+
+    def put_back_handlers(self) -> None:
+        """Re-install the Python handlers that :meth:`restore_handlers` wrapped (main thread only),
+        also at the C level, where Ray's shutdown may have reset SIGTERM to its default."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for signum, handler in self.previous_handlers.items():
+            current = signal.getsignal(signum)
+            wrapped = getattr(current, "_dpaudit_recording", False)
+            with contextlib.suppress(OSError, ValueError):
+                signal.signal(signum, handler if wrapped else current)
+        self.previous_handlers.clear()
 
 
 _start: _RayStart | None = None
@@ -166,6 +268,8 @@ def _begin_ray(address: str | None, driver_trains: bool = True) -> _RayStart | N
             )
         if _start.ready.is_set() and _start.error is not None:  # a failed start: try again
             _start.release.set()
+            if not ray.is_initialized():  # what it started before it failed (no driver connected)
+                _start.reap()
             _start = None
         else:
             return _start
@@ -177,6 +281,9 @@ def _begin_ray(address: str | None, driver_trains: bool = True) -> _RayStart | N
         os.environ.setdefault("RAY_worker_niceness", "0")
         num_cpus = max(1, _cpus() - (1 if driver_trains else 0))
     _start = _RayStart(address, num_cpus, yield_cpu=driver_trains)
+    if _start.marker is not None:  # inherited by every process of the local Ray (see SESSION_ENV)
+        os.environ[SESSION_ENV] = _start.marker
+        _start.start_reaper()
     _start.thread.start()
     if not _atexit_registered:
         atexit.register(shutdown_ray)
@@ -189,14 +296,18 @@ def ensure_ray(address: str | None = None, driver_trains: bool = True) -> None:
     module docstring).
 
     ``address``: None starts a local Ray (or joins ``RAY_ADDRESS`` if that is set); otherwise the
-    cluster to join. Ray is shut down at process exit (:func:`shutdown_ray`). The process's signal
-    handlers are re-installed once Ray is up, since Ray installs its own SIGTERM handler.
+    cluster to join. Ray is shut down at process exit (:func:`shutdown_ray`), and at once when the
+    wait is interrupted. The process's signal handlers are re-installed once Ray is up.
     """
     start = _begin_ray(address, driver_trains)
     if start is None:
         return
-    while not start.ready.wait(POLL_SECONDS):  # a short wait, so that signal handlers run
-        pass
+    try:
+        while not start.ready.wait(POLL_SECONDS):  # a short wait, so that signal handlers run
+            pass
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM while Ray starts: abandon the start
+        shutdown_ray()
+        raise
     start.restore_handlers()
     if start.error is not None:
         raise start.error
@@ -257,11 +368,13 @@ def _quiet_stderr() -> Iterator[None]:
 def shutdown_ray(wait: float = 0.0) -> None:
     """Shut down the Ray that this process started or joined (a no-op otherwise).
 
-    A local Ray stops with its workers; a joined cluster is only disconnected from. A start still
-    under way is waited for up to ``wait`` seconds, else left to shut itself down when it finishes
-    (at process exit its processes end with the process). Registered to run at process exit.
+    A local Ray stops with its workers, and its reaper kills any of its processes left behind (see
+    :data:`SESSION_ENV`); a joined cluster is only disconnected from. A start still under way is
+    waited for up to ``wait`` seconds, else abandoned: it shuts itself down if it comes up, and the
+    reaper kills its processes when this process exits (:func:`start_abandoned`). The process's
+    Python signal handlers are back in place afterwards. Registered to run at process exit.
     """
-    global _start
+    global _start, _abandoned
     start, _start = _start, None
     if start is None:
         return
@@ -269,12 +382,70 @@ def shutdown_ray(wait: float = 0.0) -> None:
     start.ready.wait(wait)
     with start.lock:
         if not start.ready.is_set():
-            start.abandoned = True
+            # Its marker stays in the environment: Ray's processes still to start must carry it.
+            start.abandoned = _abandoned = True
             return
-    ray = sys.modules.get("ray")
-    if start.error is None and ray is not None and ray.is_initialized():
-        ray.shutdown()
-    start.release.set()
+    try:
+        ray = sys.modules.get("ray")
+        if start.error is None and ray is not None and ray.is_initialized():
+            ray.shutdown()
+    finally:
+        start.release.set()
+        _forget_marker(start)
+        start.reap()
+        start.put_back_handlers()
+
+
+_abandoned = False
+
+
+def start_abandoned() -> bool:
+    """Whether this process abandoned a start of Ray still under way (see :func:`shutdown_ray`).
+
+    Its thread may then be inside Ray's C++ core, which can end the process (status 1, or an abort)
+    while the interpreter tears down; a stage that is exiting should end with ``os._exit``.
+    """
+    return _abandoned
+
+
+def _forget_marker(start: _RayStart) -> None:
+    """Drop ``start``'s marker from this process's environment, so that no later child carries it."""
+    if start.marker is not None and os.environ.get(SESSION_ENV) == start.marker:
+        del os.environ[SESSION_ENV]
+
+
+@contextlib.contextmanager
+def _no_ray_crash_handler() -> Iterator[None]:
+    """Keep Ray's C++ core from installing its crash handler in this process inside the block.
+
+    That handler takes SIGTERM from the driver's Python one: on SIGTERM it prints a C++ stack,
+    forwards the signal and arms a 3 s alarm that aborts the process, so a stage cleaning up after
+    SIGTERM ended with SIGABRT. Clear again after the block, Ray's shutdown leaves the signals alone.
+    Without the flag (another Ray build) the main thread's handlers are re-installed once Ray is up.
+    """
+    flag = _ray_crash_handler_flag()
+    if flag is None:
+        yield
+        return
+    previous = flag.value
+    flag.value = True
+    try:
+        yield
+    finally:
+        flag.value = previous
+
+
+def _ray_crash_handler_flag() -> Any:
+    """Ray's C++ flag that its crash handler is installed (a ``ctypes.c_bool``), or None if absent."""
+    import ctypes
+
+    try:
+        import ray._raylet
+
+        return ctypes.c_bool.in_dll(ctypes.CDLL(ray._raylet.__file__), _RAY_CRASH_HANDLER_FLAG)
+    except (ImportError, OSError, ValueError, AttributeError) as exc:
+        log.debug("runner: Ray's crash-handler flag not found (%s); handlers restored after start", exc)
+        return None
 
 
 def _set_threads(threads: int) -> None:

@@ -47,6 +47,7 @@ from dpaudit.experiments.canaries.design import (
     THRESHOLD_ATTACK,
     load_audit_set,
 )
+from dpaudit.io import open_npz
 from dpaudit.layout import Audit
 from dpaudit.scores import ScoreSet, write_score_sets
 
@@ -129,7 +130,7 @@ def attack(config: CanariesConfig, audit: Audit, manifest: TrainManifest, out_di
     """Every defence's score sets, written to ``audit.scores_path`` (in ``out_dir``, the attack dir)."""
     audit_set = load_audit_set(audit.train_dir / DESIGN_FILE)
     membership = audit_set.membership.astype(bool)
-    with np.load(audit.losses_path, allow_pickle=False) as f:
+    with open_npz(audit.losses_path) as f:
         views = {key: f[key] for key in f.files}
     queries = slice(None) if config.attack.augment else slice(0, 1)
     sets: list[ScoreSet] = []

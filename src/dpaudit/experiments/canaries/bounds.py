@@ -35,6 +35,7 @@ from dpaudit.experiments.canaries.attack import bound_types, main_attack
 from dpaudit.experiments.canaries.config import CANARY_TYPES, CanariesConfig
 from dpaudit.experiments.canaries.design import DEFENCE_KINDS, heuristics
 from dpaudit.experiments.canaries.design.comparison import reference_comparison
+from dpaudit.io import open_npz
 from dpaudit.layout import Audit
 from dpaudit.results import SummaryRow
 from dpaudit.scores import ScoreSet, group_key, read_score_sets
@@ -221,7 +222,7 @@ def bounds(config: CanariesConfig, audit: Audit, manifest: TrainManifest) -> Bou
     """The results table, its metrics, the plot tables and one summary row per defence."""
     bp = config.bounds
     levels = tuple(sorted(bp.fpr_levels))
-    with np.load(audit.losses_path, allow_pickle=False) as f:
+    with open_npz(audit.losses_path) as f:
         accuracy_of = {str(g): float(np.mean(f[f"{g}__accuracy"])) for g in f["groups"]}
     defences = list(manifest.facts["defences"])
     private = {str(d["name"]): DEFENCE_KINDS[str(d["kind"])].private for d in defences}
@@ -306,7 +307,7 @@ def bounds(config: CanariesConfig, audit: Audit, manifest: TrainManifest) -> Bou
     metrics = {**table.metrics(), "headline": {n: headline_metrics(r) for n, r in _headlines(table, info)}}
     if heuristic_rows:
         metrics["heuristics"] = {r["defence"]: heuristics.metrics(r, list(levels)) for r in heuristic_rows}
-    return BoundsResult(metrics, plots, summary, context, csv_float_format="%.6g", table=table)
+    return BoundsResult(metrics, plots, summary, context, table=table)
 
 
 def _headlines(table: ResultsTable, info: dict[str, Any]) -> list[tuple[str, ResultRow]]:

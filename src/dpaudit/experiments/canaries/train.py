@@ -26,7 +26,7 @@ from dpaudit.data.worlds import setting_seed
 from dpaudit.experiments.base import Mechanism, TrainManifest
 from dpaudit.experiments.canaries.config import CANARY_TYPES, CanariesConfig, TrainParams
 from dpaudit.experiments.canaries.design import DESIGN_FILE, build_audit_set, dataset_seed, defences_for
-from dpaudit.io import write_npz
+from dpaudit.io import open_npz, write_npz
 from dpaudit.layout import Audit
 from dpaudit.training.modelling import build_model
 from dpaudit.training.models import Model
@@ -53,7 +53,7 @@ def stacked_weights(params: list[np.ndarray]) -> dict[str, np.ndarray]:
 
 def load_weights(path: Path) -> list[np.ndarray]:
     """Stacked final weights ``p0, p1, …`` (trial axis first) of one trained group."""
-    with np.load(path, allow_pickle=False) as f:
+    with open_npz(path) as f:
         count = sum(1 for k in f.files if k.startswith("p") and k[1:].isdigit())
         return [f[f"p{i}"] for i in range(count)]
 

@@ -20,6 +20,7 @@ from dpaudit.attacks.membership import yeom_decision
 from dpaudit.experiments.base import TrainManifest
 from dpaudit.experiments.identifiability.config import IdentifiabilityConfig
 from dpaudit.experiments.identifiability.design import Setting, manifest_settings
+from dpaudit.io import open_npz
 from dpaudit.layout import Audit
 from dpaudit.scores import ScoreSet, write_score_sets
 
@@ -39,14 +40,14 @@ def setting_group(st: Setting) -> dict[str, str]:
 def attack(config: IdentifiabilityConfig, audit: Audit, manifest: TrainManifest, out_dir: Path) -> None:
     """A_DI,Gau (Algorithm 1) and the Yeom MI adversary per setting, as score sets."""
     Path(out_dir).mkdir(parents=True, exist_ok=True)
-    with np.load(audit.losses_path) as lf:
+    with open_npz(audit.losses_path) as lf:
         loss = {k: lf[k] for k in lf.files}
     # GDP is the one pre-registered headline bound (the mechanism is a full-batch Gaussian by
     # construction); the sweeps are reported beside it, uncounted, so GDP keeps the whole level.
     params = {"delta": manifest.delta, "seed": int(manifest.seeds["seed"])}
     sets: list[ScoreSet] = []
     for st in manifest_settings(manifest):
-        with np.load(audit.train_dir / f"{st.file}.npz") as f:
+        with open_npz(audit.train_dir / f"{st.file}.npz") as f:
             world, dot, dd, sigma = f["world"], f["dot"], f["dd"], f["sigma"]
         outcome = di.run_di(dot, dd, sigma, world, st.rho_beta)
         mechanism = manifest.mechanisms[st.file].event

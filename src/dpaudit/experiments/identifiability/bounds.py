@@ -34,6 +34,7 @@ from dpaudit.bounds.identifiability import rho_alpha_from_epsilon, rho_alpha_fro
 from dpaudit.experiments.base import BoundsResult, TrainManifest
 from dpaudit.experiments.identifiability.config import IdentifiabilityConfig
 from dpaudit.experiments.identifiability.design import CANDIDATES_FILE, Setting, manifest_settings
+from dpaudit.io import open_npz
 from dpaudit.layout import Audit
 from dpaudit.results import SummaryRow
 from dpaudit.scores import ScoreSet, group_key, read_score_sets
@@ -84,7 +85,7 @@ def setting_rows(key: str, upper: dict[str, float], st: Setting, eps: float, del
 def bounds(config: IdentifiabilityConfig, audit: Audit, manifest: TrainManifest) -> BoundsResult:
     """The results table, plot tables (beliefs, ε′ vs ε, LS/GS over epochs, candidates), summary rows."""
     confidence = config.bounds.confidence
-    with np.load(audit.losses_path) as lf:
+    with open_npz(audit.losses_path) as lf:
         losses = {k: lf[k] for k in lf.files}
     sets: dict[str, ScoreSet] = {s.key: s for s in read_score_sets(audit.scores_path)}
     table = audit_score_sets(list(sets.values()), confidence, scope=lambda s: s.key)
@@ -99,7 +100,7 @@ def bounds(config: IdentifiabilityConfig, audit: Audit, manifest: TrainManifest)
     reference = float(manifest.facts["reference_rho_beta"])
     for st in manifest_settings(manifest):
         mechanism = manifest.mechanisms[st.file]
-        with np.load(audit.train_dir / f"{st.file}.npz") as f:
+        with open_npz(audit.train_dir / f"{st.file}.npz") as f:
             dd = f["dd"]
             eps = float(f["epsilon"])
         z, delta = float(mechanism.noise_multiplier or 0.0), manifest.delta
@@ -199,7 +200,7 @@ def bounds(config: IdentifiabilityConfig, audit: Audit, manifest: TrainManifest)
     if cand_path.exists():
         plots["candidates.csv"] = candidate_frame(cand_path)
     if cand_path.exists() and int(manifest.sizes.get("candidate_trials", 0)) >= 2:
-        with np.load(cand_path) as c:
+        with open_npz(cand_path) as c:
             summary_frame = candidate_summary({key: c[key] for key in c.files}, confidence)
         cand_rows = summary_frame.to_dict("records")
         separation = candidate_separation(summary_frame)
@@ -224,7 +225,7 @@ def bounds(config: IdentifiabilityConfig, audit: Audit, manifest: TrainManifest)
 
 def candidate_frame(path: Any) -> pd.DataFrame:
     """LS_i of the top/bottom dataset-sensitivity candidates, one row per candidate and step."""
-    with np.load(path) as c:
+    with open_npz(path) as c:
         labels = [
             f"{nb} {end} {r} (#{i})"
             for nb, end, r, i in zip(c["neighbours"], c["end"], c["rank"], c["index"], strict=True)

@@ -16,7 +16,7 @@ from dpaudit.data.prepared import PreparedData
 from dpaudit.experiments.base import TrainManifest
 from dpaudit.experiments.identifiability.config import IdentifiabilityConfig
 from dpaudit.experiments.identifiability.design import POPULATION_FILE, manifest_settings
-from dpaudit.io import read_json, write_npz
+from dpaudit.io import open_npz, read_json, write_npz
 from dpaudit.layout import Audit
 from dpaudit.training.modelling import build_model, neural_logits
 from dpaudit.training.outputs import losses_from_logits
@@ -40,7 +40,7 @@ def losses(config: IdentifiabilityConfig, audit: Audit, manifest: TrainManifest,
     Xe, ye = prepared.split("eval")
     out: dict[str, np.ndarray] = {}
     for st in manifest_settings(manifest):
-        with np.load(audit.train_dir / f"{st.file}.npz") as f:
+        with open_npz(audit.train_dir / f"{st.file}.npz") as f:
             params, rows, mask = _load_params(f), f["tracked_rows"], f["member_mask"]
         ce, _ = losses_from_logits(neural_logits(model, params, X), y)  # [T, N]
         out[f"{st.file}__record_loss"] = ce[:, rows]

@@ -39,6 +39,7 @@ from dpaudit.experiments.instantiation.design.distinguishers import (
     distinguisher3,
 )
 from dpaudit.experiments.instantiation.design.registry import REGISTRY
+from dpaudit.io import open_npz
 from dpaudit.layout import Audit
 from dpaudit.scores import ScoreSet, write_score_sets
 from dpaudit.table import fpr_tag
@@ -168,11 +169,11 @@ def simulation_set(config: InstantiationConfig, manifest: TrainManifest, i: int,
 def attack(config: InstantiationConfig, audit: Audit, manifest: TrainManifest, out_dir: Path) -> None:
     """Every cell's score sets and, with a ``simulated`` threat model, the simulation's per ε, in
     ``out_dir`` (the stage moves it to ``audit.attack_dir``) as ``audit.scores_path``."""
-    with np.load(audit.losses_path) as lf:
+    with open_npz(audit.losses_path) as lf:
         loss = {k: lf[k] for k in lf.files}
     sets: list[ScoreSet] = []
     for cell in manifest_cells(manifest):
-        with np.load(audit.train_dir / f"{cell.file}.npz") as f:
+        with open_npz(audit.train_dir / f"{cell.file}.npz") as f:
             view = {k: f[k] for k in f.files}
         sets.extend(
             cell_sets(

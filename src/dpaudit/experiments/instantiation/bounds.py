@@ -39,6 +39,7 @@ from dpaudit.experiments.instantiation.config import InstantiationConfig
 from dpaudit.experiments.instantiation.design import NAMES, SIMULATION, cell_file, epsilon_key, manifest_cells
 from dpaudit.experiments.instantiation.design.registry import ORDER, REGISTRY
 from dpaudit.experiments.instantiation.design.registry import strongest as strongest_of
+from dpaudit.io import open_npz
 from dpaudit.layout import Audit
 from dpaudit.results import SummaryRow
 from dpaudit.scores import ScoreSet, group_key, parse_group, read_score_sets
@@ -145,7 +146,7 @@ def bounds(config: InstantiationConfig, audit: Audit, manifest: TrainManifest) -
     confidence, selection = bp.confidence, bp.selection
     sets = with_selection(read_score_sets(audit.scores_path), selection)
     timings = json.loads((audit.train_dir / "timings.json").read_text())
-    with np.load(audit.losses_path) as lf:
+    with open_npz(audit.losses_path) as lf:
         accuracy = {k: float(np.mean(lf[k])) for k in lf.files if k.endswith("__test_accuracy")}
     table = audit_sets(sets, confidence)
     table.extend(audit_rows(manifest, accuracy))
@@ -214,4 +215,4 @@ def bounds(config: InstantiationConfig, audit: Audit, manifest: TrainManifest) -
         "counted_above_pld": len(counted_above),
     }
     metrics = {**table.metrics(), "headline": headlines}
-    return BoundsResult(metrics, plots, summary, context, csv_float_format="%.6g", table=table)
+    return BoundsResult(metrics, plots, summary, context, table=table)

@@ -15,7 +15,7 @@ import numpy as np
 from dpaudit.experiments.base import TrainManifest
 from dpaudit.experiments.instantiation.config import InstantiationConfig
 from dpaudit.experiments.instantiation.design import manifest_cells
-from dpaudit.io import write_npz
+from dpaudit.io import open_npz, write_npz
 from dpaudit.layout import Audit
 
 
@@ -23,7 +23,7 @@ def losses(config: InstantiationConfig, audit: Audit, manifest: TrainManifest, o
     """``<cell>__final_loss`` / ``__loss_path`` where the threat model sees losses, and accuracies."""
     arrays: dict[str, np.ndarray] = {}
     for cell in manifest_cells(manifest):
-        with np.load(audit.train_dir / f"{cell.file}.npz") as f:
+        with open_npz(audit.train_dir / f"{cell.file}.npz") as f:
             arrays[f"{cell.file}__test_accuracy"] = f["test_accuracy"]
             if "final_loss" in f.files:
                 arrays[f"{cell.file}__final_loss"] = f["final_loss"]

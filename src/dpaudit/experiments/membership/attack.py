@@ -23,6 +23,7 @@ import numpy as np
 from dpaudit.attacks.membership import membership_scores
 from dpaudit.experiments.base import TrainManifest
 from dpaudit.experiments.membership.config import MembershipConfig
+from dpaudit.io import open_npz
 from dpaudit.layout import Audit
 from dpaudit.scores import ScoreSet, write_score_sets
 
@@ -63,7 +64,7 @@ def attack(config: MembershipConfig, audit: Audit, manifest: TrainManifest, out_
     """Per model, its two score sets, written to ``scores.npz``."""
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     seed = int(manifest.seeds["seed"])
-    with np.load(audit.losses_path, allow_pickle=False) as f:
+    with open_npz(audit.losses_path) as f:
         losses = {k: f[k] for k in f.files}
     names = [str(n) for n in losses["strategy_names"]]
     masks = losses["member_mask"].astype(bool)

@@ -43,6 +43,7 @@ from dpaudit.bounds.audit import audit_score_sets
 from dpaudit.experiments.base import BoundsResult, TrainManifest
 from dpaudit.experiments.membership.config import MembershipConfig
 from dpaudit.experiments.membership.design import STRATEGY_KINDS, Strategy, manifest_strategies
+from dpaudit.io import open_npz
 from dpaudit.layout import Audit
 from dpaudit.results import SummaryRow
 from dpaudit.scores import group_key, read_score_sets
@@ -167,7 +168,7 @@ def pareto_frontier(privacy_loss: np.ndarray, utility: np.ndarray) -> np.ndarray
 
 def bounds(config: MembershipConfig, audit: Audit, manifest: TrainManifest) -> BoundsResult:
     """The results table (score sets, accountants, utility), plot tables and summary rows."""
-    with np.load(audit.losses_path, allow_pickle=False) as f:
+    with open_npz(audit.losses_path) as f:
         losses = {k: f[k] for k in f.files if k not in ("logit", "ce")}
     confidence = float(config.attack.confidence)
     fpr = float(config.attack.fpr)
@@ -179,7 +180,8 @@ def bounds(config: MembershipConfig, audit: Audit, manifest: TrainManifest) -> B
     )
     strategies = manifest_strategies(manifest)
     binary = int(manifest.facts["num_classes"]) == 2
-    utility_name = "AUROC" if binary else "accuracy"
+    measure = "auroc" if binary else "accuracy"  # the estimator name of the table's utility rows
+    utility_name = f"test {'AUROC' if binary else 'accuracy'}"  # the audited model's, on held-out data
     model_strategy = np.asarray(losses["model_strategy"])
     model_repeat = np.asarray(losses["model_repeat"])
     utility_all = np.asarray(losses["auroc"] if binary else losses["accuracy"], dtype=float)
@@ -206,7 +208,7 @@ def bounds(config: MembershipConfig, audit: Audit, manifest: TrainManifest) -> B
         eps_upper = strategy_epsilons(s, manifest)
         key = strategy_key(s.name)
         table.extend(ResultRow(key, "epsilon_upper", v, name, "accountant") for name, v in eps_upper.items())
-        table.add(ResultRow(key, "utility", _mean(utility_all[sel]), utility_name.lower(), "utility"))
+        table.add(ResultRow(key, "utility", _mean(utility_all[sel]), measure, "utility"))
         checks["epsilon_star_not_above_null"] += int(np.sum(attack["epsilon_star_above_null"] == 0))
         # Epsilon* of 0 on a model whose losses separate members well (best advantage > 0.5): no
         # threshold had both rates inside the estimator's band. Flagged: it is no evidence of privacy.
@@ -346,6 +348,5 @@ def bounds(config: MembershipConfig, audit: Audit, manifest: TrainManifest) -> B
             "confidence": confidence,
             "one_run": one_run,
         },
-        csv_float_format="%.6g",
         table=table,
     )

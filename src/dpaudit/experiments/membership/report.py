@@ -134,7 +134,7 @@ def section(
             x="epsilon_star_parametric",
             y=["utility"],
             x_label="Epsilon* (parametric, mean over repeats)",
-            y_label=f"{utility_name} on held-out data",
+            y_label=utility_name,
             group="kind",
             highlight="pareto",
             caption="Negoescu et al. Figs. 1–2; the highlighted points form the convex Pareto frontier.",

@@ -28,7 +28,7 @@ from dpaudit.experiments.membership.design import (
     plan_strategies,
     save_splits,
 )
-from dpaudit.io import atomic_path, write_npz
+from dpaudit.io import atomic_path, open_npz, write_npz
 from dpaudit.layout import Audit
 from dpaudit.logs import progress
 from dpaudit.training.modelling import build_model
@@ -95,7 +95,7 @@ def save_weights(
 
 
 def load_weights(path: Path) -> tuple[list[np.ndarray], list[str], list[int]]:
-    with np.load(path, allow_pickle=False) as f:
+    with open_npz(path) as f:
         count = sum(1 for k in f.files if k.startswith("p") and k[1:].isdigit())
         params = [f[f"p{i}"] for i in range(count)]
         return params, [str(s) for s in f["trial_strategy"]], [int(r) for r in f["trial_repeat"]]

@@ -21,6 +21,7 @@ import numpy as np
 from dpaudit.experiments.base import TrainManifest, event_to_json
 from dpaudit.experiments.onerun.config import OneRunConfig
 from dpaudit.experiments.onerun.design import RUN_FILE, analysis_counts
+from dpaudit.io import open_npz
 from dpaudit.layout import Audit
 from dpaudit.scores import ScoreSet, write_score_sets
 
@@ -57,9 +58,9 @@ def score_set(
 
 def attack(config: OneRunConfig, audit: Audit, manifest: TrainManifest, out_dir: Path) -> None:
     """Write the run's score set to ``audit.scores_path`` (in ``out_dir``, which becomes the attack dir)."""
-    with np.load(audit.train_dir / RUN_FILE) as f:
+    with open_npz(audit.train_dir / RUN_FILE) as f:
         run = {k: f[k] for k in f.files if not k.startswith("param_")}
-    with np.load(audit.losses_path) as f:
+    with open_npz(audit.losses_path) as f:
         losses = {k: f[k] for k in f.files}
     score = canary_scores(str(manifest.facts["canary_kind"]), run, losses)
     out_dir = Path(out_dir)  # the stage moves it to audit.attack_dir whole

@@ -30,6 +30,7 @@ from dpaudit.bounds.estimators.one_run import PREFIX, one_run_audit
 from dpaudit.experiments.base import BoundsResult, TrainManifest, finite_number
 from dpaudit.experiments.onerun.config import BREAK_KEY, OneRunConfig
 from dpaudit.experiments.onerun.design import curve_sizes, setting_seed
+from dpaudit.io import open_npz
 from dpaudit.layout import Audit
 from dpaudit.logs import progress
 from dpaudit.results import SummaryRow
@@ -107,7 +108,7 @@ def bounds(config: OneRunConfig, audit: Audit, manifest: TrainManifest) -> Bound
     """The results table, its metrics, the curve and score tables, and the summary row."""
     bp = config.bounds
     (s,) = read_score_sets(audit.scores_path)
-    with np.load(audit.losses_path) as f:
+    with open_npz(audit.losses_path) as f:
         accuracy = float(f["test_accuracy"])
     facts = manifest.facts
     claimed = float(facts["epsilon_claimed"])
@@ -152,4 +153,4 @@ def bounds(config: OneRunConfig, audit: Audit, manifest: TrainManifest) -> Bound
         "noise_multiplier_used": float(facts["noise_multiplier_used"]),
     }
     metrics = {**table.metrics(), "headline": {"audit": headline_metrics(best)}}
-    return BoundsResult(metrics, plots, [summary_row], context, csv_float_format="%.6g", table=table)
+    return BoundsResult(metrics, plots, [summary_row], context, table=table)

@@ -13,7 +13,7 @@ from dpaudit.data.prepared import PreparedData
 from dpaudit.experiments.base import TrainManifest
 from dpaudit.experiments.onerun.config import OneRunConfig
 from dpaudit.experiments.onerun.design import RUN_FILE
-from dpaudit.io import write_npz
+from dpaudit.io import open_npz, write_npz
 from dpaudit.layout import Audit
 from dpaudit.training.modelling import neural_logits
 
@@ -28,7 +28,7 @@ def losses(config: OneRunConfig, audit: Audit, manifest: TrainManifest, out_path
     prepared = PreparedData.load(audit.prepared_path)
     facts = manifest.facts
     model = models.mlp(prepared.name, int(facts["input_dim"]), prepared.num_classes, facts["hidden"])
-    with np.load(audit.train_dir / RUN_FILE) as f:
+    with open_npz(audit.train_dir / RUN_FILE) as f:
         params = [f[f"param_{i}"][None] for i in range(len(model.param_shapes))]
         canary = (f["canary_X"], f["canary_y"]) if "canary_X" in f.files else None
     X_eval, y_eval = prepared.split("eval")

@@ -24,13 +24,14 @@ from dpaudit.attacks.lira import lira_scores
 from dpaudit.attacks.membership import membership_scores
 from dpaudit.experiments.base import TrainManifest
 from dpaudit.experiments.target.config import TargetConfig
+from dpaudit.io import open_npz
 from dpaudit.layout import Audit
 from dpaudit.scores import ScoreSet, write_score_sets
 
 
 def attack(config: TargetConfig, audit: Audit, manifest: TrainManifest, out_dir: Path) -> None:
     """Write the score sets of offline LiRA, the loss threshold and the logit losses."""
-    with np.load(audit.losses_path, allow_pickle=False) as f:
+    with open_npz(audit.losses_path) as f:
         loss, confidence, logit_loss = f["loss"], f["confidence"], f["logit_loss"]
         shadows, is_member = f["shadow_confidence"], f["is_member"].astype(bool)
     grid = np.concatenate([confidence[:, None], shadows], axis=1)

@@ -37,6 +37,7 @@ from dpaudit.bounds.audit import audit_score_sets
 from dpaudit.bounds.epsilon_star.null import NULL_PERMUTATIONS
 from dpaudit.experiments.base import BoundsResult, TrainManifest, finite_number
 from dpaudit.experiments.target.config import DeclaredTraining, TargetConfig
+from dpaudit.io import open_npz
 from dpaudit.layout import Audit
 from dpaudit.results import SummaryRow
 from dpaudit.scores import group_key, read_score_sets
@@ -78,7 +79,7 @@ def bounds(config: TargetConfig, audit: Audit, manifest: TrainManifest) -> Bound
     sets = {s.group["attack"]: s for s in read_score_sets(audit.scores_path)}
     star_set = sets["logit_loss"]
     sets["logit_loss"] = replace(star_set, params={**star_set.params, "n_bootstrap": config.bounds.bootstrap})
-    with np.load(audit.losses_path, allow_pickle=False) as f:
+    with open_npz(audit.losses_path) as f:
         accuracy = float(f["accuracy"])
     confidence = config.attack.confidence
     table = audit_score_sets(list(sets.values()), confidence)

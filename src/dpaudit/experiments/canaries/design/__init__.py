@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from dpaudit.experiments.canaries.config import CANARY_TYPES, DatasetSettings
-from dpaudit.io import write_npz
+from dpaudit.io import open_npz, write_npz
 from dpaudit.training.defences import DefenceKind, defence_kinds
 
 __all__ = [
@@ -206,7 +206,7 @@ class AuditSet:
 
 
 def load_audit_set(path: Path) -> AuditSet:
-    with np.load(path, allow_pickle=False) as f:
+    with open_npz(path) as f:
         return AuditSet(**{k: f[k] for k in AuditSet.__dataclass_fields__})
 
 

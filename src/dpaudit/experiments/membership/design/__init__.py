@@ -26,6 +26,7 @@ from dpaudit.experiments.membership.config import (
     StrategyKind,
     steps_for_epochs,
 )
+from dpaudit.io import open_npz
 from dpaudit.training.defences import DefenceKind, defence_kinds
 
 __all__ = [
@@ -235,7 +236,7 @@ def save_splits(path: Path, splits: Splits) -> None:
 
 def load_splits(path: Path) -> Splits:
     """The population, member masks and evaluation rows the train stage drew."""
-    with np.load(path, allow_pickle=False) as f:
+    with open_npz(path) as f:
         return Splits(
             population=f["population"],
             member_mask=f["member_mask"].astype(bool),

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from dpaudit.data.prepared import PreparedData
+from dpaudit.io import open_npz
 
 if TYPE_CHECKING:
     from dpaudit.training.models import Model
@@ -53,7 +54,7 @@ def shadow_masks(pool_size: int, shadows: int, fraction: float, seed: int) -> np
 
 def load_weights(train_dir: Path) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """``(target_params, shadow_params)``: lists of ``[1, ...]`` and ``[M, ...]`` arrays."""
-    with np.load(Path(train_dir) / WEIGHTS_FILE, allow_pickle=False) as f:
+    with open_npz(Path(train_dir) / WEIGHTS_FILE) as f:
         n = int(f["n_tensors"])
         return [f[f"target_{i}"] for i in range(n)], [f[f"shadow_{i}"] for i in range(n)]
 

@@ -20,7 +20,7 @@ import pandas as pd
 from dpaudit.data.custom import CustomDataError, verify_against_dvc
 from dpaudit.data.prepared import PreparedData
 from dpaudit.experiments.target.config import TargetModel
-from dpaudit.io import atomic_path, write_npz
+from dpaudit.io import atomic_path, open_npz, write_npz
 
 #: Extra arrays of a target's prepared file, besides :class:`PreparedData`'s.
 MODEL_KEYS = ("target_model", "target_model_md5", "target_model_sha256", "target_model_path",
@@ -122,7 +122,7 @@ def prepare_target(name: str, entry: TargetModel, base_prepared: Path, base_sens
 
 def load_target_model(prepared_path: Path) -> dict[str, str | bytes] | None:
     """The model bytes and digests a target's prepared file carries; None for a plain dataset."""
-    with np.load(prepared_path, allow_pickle=False) as f:
+    with open_npz(prepared_path) as f:
         if "target_model" not in f.files:
             return None
         return {
