@@ -155,9 +155,14 @@ def test_compare_block_fits_and_shows_the_readme_experiment() -> None:
     assert "adult-identifiability" in lines[0] and "digits-identifiability" in lines[0]
     assert "rho_beta=[0.99]" in block and "reference_rho_beta=0.99" in block
     assert COMPARE in README.read_text()
-    _compare_compare(block, block.replace("main      ", "master    ").replace("0.780", "0.781"))
+    renamed = re.sub(r"^(main|master)(\s)", lambda m: ("master" if m[1] == "main" else "main  ") + m[2],
+                     block, flags=re.M)  # fmt: skip
+    _compare_compare(block, renamed.replace("0.780", "0.781"))
+    proven = re.search(r"\(baseline\)\s+(\d+\.\d+)", block)
+    assert proven, block
+    moved = f"{float(proven[1]) + 0.05:.2f}"  # five units in the last digit: a real change
     with pytest.raises(AssertionError):
-        _compare_compare(block, block.replace("2.90", "2.95"))
+        _compare_compare(block, block.replace(proven[0], proven[0].replace(proven[1], moved)))
 
 
 def test_output_matching_tolerates_rounding_and_run_names_only() -> None:

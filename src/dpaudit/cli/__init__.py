@@ -6,7 +6,8 @@ or nested dict of results) listed in :data:`COMMANDS`; new subcommands are added
 otherwise ``key: value`` lines. Bad input exits with status 2 and a message naming the argument.
 Heavy libraries (dp_accounting, pandas) are imported inside the commands that need them, so
 ``import dpaudit.cli`` stays fast; TensorFlow is never imported here. The commands live in
-:mod:`.accounting` and :mod:`.scores`, their building blocks in :mod:`.args`.
+:mod:`.accounting`, :mod:`.scores`, :mod:`.one_run` and :mod:`.compare`, their building blocks in
+:mod:`.args`.
 """
 
 from __future__ import annotations
@@ -30,14 +31,12 @@ from dpaudit.cli.accounting import (
 )
 from dpaudit.cli.args import CliError, Command
 from dpaudit.cli.compare import COMPARE
+from dpaudit.cli.one_run import _configure_one_run, _one_run_text, _run_one_run
 from dpaudit.cli.scores import (
     _configure_epsilon_star,
-    _configure_one_run,
     _configure_scores,
     _epsilon_star_text,
-    _one_run_text,
     _run_epsilon_star,
-    _run_one_run,
     _run_scores,
     _scores_text,
     load_losses,

@@ -1,6 +1,6 @@
-"""``dpaudit epsilon-star``, ``scores`` and ``one-run``: the audits of your own attack's losses or
-scores (Epsilon*, the scores auditor's ε lower bounds and evidence, one-run canary audits), and
-:func:`load_losses`, which reads their input files."""
+"""``dpaudit epsilon-star`` and ``scores``: the audits of your own attack's losses or scores (Epsilon*,
+the scores auditor's ε lower bounds and evidence), and :func:`load_losses`, which reads their input
+files (``one-run`` reads them too: :mod:`.one_run`)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from dpaudit.cli.args import (
     half_open_unit,
     non_negative_int,
     open_unit,
-    positive_float,
     positive_int,
     unit_from_zero,
 )
@@ -358,154 +357,5 @@ def _scores_text(result: dict[str, Any]) -> list[str]:
             )
     for name in ("auroc", "advantage"):
         lines.append(f"  {name:<17} {m[name]:.3g}  [{m[name + '_low']:.3g}, {m[name + '_high']:.3g}]")
-    lines.append("--json prints every number")
-    return lines
-
-
-def _configure_one_run(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--scores", required=True, help="one score per canary (higher = 'in')")
-    parser.add_argument(
-        "--included", required=True, help="one 0/1 per canary: was it in training (drawn with probability ½)"
-    )
-    parser.add_argument("--delta", type=unit_from_zero, required=True, help="δ in [0, 1)")
-    parser.add_argument(
-        "--confidence", type=open_unit, default=0.95, help="level of each bound, joint over its guesses"
-    )
-    parser.add_argument(
-        "--analysis",
-        choices=["steinke", "fdp_gaussian", "both"],
-        default="both",
-        help="steinke (assumes nothing about the mechanism), fdp_gaussian (ASSUMES a Gaussian "
-        "trade-off curve) or both (default)",
-    )
-    parser.add_argument(
-        "--lower-is-member", action="store_true", help="a lower score means 'in' (losses): negate them"
-    )
-    parser.add_argument("--column", default=None, help="column to read from .csv/.parquet files")
-    parser.add_argument("--seed", type=non_negative_int, default=0, help="seed that breaks tied scores")
-    parser.add_argument(
-        "--claimed-epsilon",
-        type=positive_float,
-        default=None,
-        help="the ε the training claims at --delta: the first line becomes a verdict against it "
-        "(violation proven, or what this many canaries could have detected with 80 %% power)",
-    )
-
-
-def _run_one_run(args: argparse.Namespace) -> dict[str, Any]:
-    import numpy as np
-
-    from dpaudit.bounds.onerun import audit_one_run
-
-    scores = load_losses(args.scores, "--scores", args.column, default_column="score")
-    included = load_losses(args.included, "--included", args.column, default_column="included")
-    if included.size != scores.size:
-        raise CliError("--included", f"holds {included.size} values, --scores holds {scores.size}")
-    if not np.all(np.isin(included, (0.0, 1.0))):
-        raise CliError("--included", "must hold only 0 and 1")
-    if args.lower_is_member:
-        scores = -scores
-    names = ["steinke", "fdp_gaussian"] if args.analysis == "both" else [args.analysis]
-    audits = {
-        name: audit_one_run(
-            scores,
-            included.astype(bool),
-            delta=args.delta,
-            confidence=args.confidence,
-            analysis=name,
-            seed=args.seed,
-        )
-        for name in names
-    }
-    verdict = None
-    if args.claimed_epsilon is not None:
-        from dpaudit.onerun.power import detectable_epsilon
-
-        head = audits["steinke" if "steinke" in audits else "fdp_gaussian"]
-        verdict = {
-            "claimed_epsilon": args.claimed_epsilon,
-            "violation": bool(head.epsilon_lower > args.claimed_epsilon),
-            "detectable_epsilon": detectable_epsilon(
-                args.claimed_epsilon, args.delta, int(scores.size), confidence=args.confidence, seed=args.seed
-            ),
-        }
-    return {
-        "canaries": int(scores.size),
-        "included": int(included.sum()),
-        "warnings": _inclusion_warnings(int(included.sum()), int(scores.size)),
-        "delta": args.delta,
-        **({"verdict": verdict} if verdict is not None else {}),
-        "bounds": {
-            name: {
-                "epsilon_lower": a.epsilon_lower,
-                "assumption": a.assumption,
-                "confidence": a.confidence,
-                "guesses": a.guesses,
-                "correct": a.correct,
-                "k_positive": a.k_positive,
-                "k_negative": a.k_negative,
-            }
-            for name, a in audits.items()
-        },
-    }
-
-
-#: Two-sided p-value of the included count under Binomial(m, ½) below which the CLI warns.
-INCLUSION_WARNING_P = 1e-3
-
-
-def _inclusion_warnings(included: int, canaries: int) -> list[str]:
-    """A warning when the included count is implausible for independent fair coins (the draw every
-    one-run bound assumes, Steinke et al. 2023): e.g. an all-ones vector from code that never drew."""
-    from scipy.stats import binomtest
-
-    p = binomtest(included, canaries, 0.5).pvalue
-    if p >= INCLUSION_WARNING_P:
-        return []
-    return [
-        f"--included: {included} of {canaries} canaries included; the bound assumes each was included "
-        f"independently with probability 1/2, and a fair draw is this far from {canaries / 2:g} with "
-        f"probability {p:.2g}: no bound holds for another inclusion rule (draw the vector with a fair coin "
-        f"before training)"
-    ]
-
-
-def _one_run_text(result: dict[str, Any]) -> list[str]:
-    """The verdict comes from steinke (no assumption on the mechanism) whenever it was run."""
-    bounds = result["bounds"]
-    name = "steinke" if "steinke" in bounds else "fdp_gaussian"
-    head = bounds[name]
-    level = f"{100 * head['confidence']:g} %"
-    if head["epsilon_lower"] > 0:
-        verdict = (
-            f"PROVEN: ε ≥ {_epsilon_text(head['epsilon_lower'])} at δ = {result['delta']:g}, {level} "
-            f"confidence ({name}; {head['assumption']})"
-        )
-    else:
-        verdict = f"NOTHING PROVEN at {level} ({name}): the canaries' scores do not separate included ones"
-    lines = [verdict, f"canaries: {result['canaries']}, {result['included']} included"]
-    lines += [f"warning: {w}" for w in result.get("warnings", [])]
-    claim = result.get("verdict")
-    if claim is not None:
-        eps, claimed = _epsilon_text(head["epsilon_lower"]), f"{claim['claimed_epsilon']:g}"
-        if claim["violation"]:
-            first = f"VIOLATION PROVEN: ε ≥ {eps} > claimed {claimed} ({level}, {name}; {head['assumption']})"
-        else:
-            detectable = claim["detectable_epsilon"]
-            reach = (
-                f"a perfect attack detects true ε ≥ {detectable:.3g} with 80 % power"
-                if detectable is not None and math.isfinite(detectable)
-                else "not even a perfect attack could prove more than the claim: add canaries"
-            )
-            first = (
-                f"no violation found: ε ≥ {eps} does not exceed the claimed {claimed}; with "
-                f"{result['canaries']} canaries {reach} ({name})"
-            )
-        lines.insert(0, first)
-    for key, b in bounds.items():
-        lines.append(
-            f"  {key:<13} ε ≥ {_epsilon_text(b['epsilon_lower']):>7} at {100 * b['confidence']:g} % "
-            f"({b['correct']}/{b['guesses']} guesses correct); {b['assumption']}"
-        )
     lines.append("--json prints every number")
     return lines
