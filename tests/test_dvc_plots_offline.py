@@ -18,29 +18,22 @@ import html
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from tests.test_dvc_workflow import _copy_tree
 
+from dpaudit.report.screenshot import CHROMIUM_FLAGS
 from dpaudit.report.vega import build
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 CHROMIUM = Path("/usr/bin/chromium")
 FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-dev-shm-usage",
+    *CHROMIUM_FLAGS,
     # No network: no host name resolves and any connection goes to a closed port.
     "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost",
     "--proxy-server=127.0.0.1:9",
@@ -139,16 +132,7 @@ def pages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
     root = tmp_path_factory.mktemp("dvc-plots")
     work = root / "repo"
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=REPO,
-        capture_output=True,
-        check=True,
-    ).stdout.decode()
-    for name in filter(None, listed.split("\0")):
-        if (REPO / name).is_file():
-            (work / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / name, work / name)
+    _copy_tree(work, with_outputs=True)  # the committed plots are what it draws
     _run(["git", "init", "-q"], work)
     _run(["git", "add", "-A"], work)
     _run(["git", "commit", "-q", "-m", "plots"], work)

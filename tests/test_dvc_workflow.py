@@ -83,11 +83,11 @@ def _run(args: list[str], work: Path, timeout: float = 300) -> str:
     return result.stdout
 
 
-def _copy_tree(work: Path) -> None:
+def _copy_tree(work: Path, with_outputs: bool = False) -> None:
     """Copy what git would commit (tracked and untracked-but-not-ignored files) into ``work``.
 
-    Results of an earlier run in the source tree (committed metrics, plots, dvc.lock) are left out:
-    the copy starts from nothing and produces its own.
+    Results of an earlier run in the source tree (committed metrics, plots, dvc.lock) are left out
+    unless ``with_outputs``: the copy starts from nothing and produces its own.
     """
     listed = subprocess.run(
         ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
@@ -97,7 +97,7 @@ def _copy_tree(work: Path) -> None:
     ).stdout.decode()
     for name in filter(None, listed.split("\0")):
         source = REPO / name
-        if source.is_file() and not name.startswith(PIPELINE_OUTPUTS):
+        if source.is_file() and (with_outputs or not name.startswith(PIPELINE_OUTPUTS)):
             target = work / name
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, target)

@@ -21,20 +21,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from dpaudit.report.screenshot import CHROMIUM_FLAGS
+
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--hide-scrollbars",
-    "--disable-dev-shm-usage",
-]
+FLAGS = list(CHROMIUM_FLAGS)
 PROBE = """<script>
 window.__dpauditErrors = [];
 window.addEventListener("error", function (e) {
