@@ -70,6 +70,8 @@ def test_accountant(capsys):
         "1000",
         "--delta",
         "1e-5",
+        "--accountant",
+        "rdp",
     )
     assert result["epsilon"] == pytest.approx(1.712, abs=2e-3) and result["accountant"] == "rdp"
     every = run_json(
@@ -90,6 +92,37 @@ def test_accountant(capsys):
     assert every["epsilon"]["pld"] <= every["epsilon"]["rdp"] <= every["epsilon"]["naive"]
 
 
+def test_accountant_default_is_the_declarations_pld(capsys):
+    """One default: the CLI's ε is the claimed ε an audit's declaration computes (PLD), not RDP's."""
+    from dpaudit.onerun.declaration import DeclaredDPSGD
+
+    declared = DeclaredDPSGD(
+        noise_multiplier=1.61, clip_norm=1.0, batch_size=64, dataset_size=1437, epochs=10, delta=1e-5
+    )
+    argv = ["--noise-multiplier", "1.61", "--sampling-rate", str(declared.sampling_rate)]
+    result = run_json(capsys, "accountant", *argv, "--steps", str(declared.total_steps), "--delta", "1e-5")
+    assert result["accountant"] == "pld"
+    assert result["epsilon"] == pytest.approx(declared.claimed_epsilon, rel=1e-9)
+    rdp = run_json(capsys, "accountant", *argv, "--steps", str(declared.total_steps), "--delta", "1e-5",
+                   "--accountant", "rdp")["epsilon"]  # fmt: skip
+    assert rdp > result["epsilon"] * 1.05  # the two differ: a silent RDP default would show
+    with pytest.raises(SystemExit):
+        cli.main(["accountant", "--help"])
+    assert "default pld" in capsys.readouterr().out
+
+
+def test_version_and_help_point_to_the_docs(capsys):
+    from dpaudit import __version__
+
+    with pytest.raises(SystemExit) as excinfo:
+        cli.main(["--version"])
+    assert excinfo.value.code == 0 and capsys.readouterr().out.strip() == f"dpaudit {__version__}"
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    out = capsys.readouterr().out
+    assert "docs/one-run.md" in out and "import dpaudit" in out and "make run" in out
+
+
 def test_calibrate(capsys):
     result = run_json(
         capsys,
@@ -102,6 +135,8 @@ def test_calibrate(capsys):
         "1",
         "--steps",
         "30",
+        "--accountant",
+        "rdp",
     )
     assert result["epsilon"] <= 2.197 and result["epsilon"] == pytest.approx(2.197, rel=1e-3)
     assert result["noise_multiplier"] == pytest.approx(8.139, abs=2e-3)

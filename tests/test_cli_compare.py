@@ -448,6 +448,24 @@ def test_no_experiments_is_an_error(dvc_payload: Any, capsys: Any) -> None:
     assert "no DVC experiments" in err and "dvc exp run -S" in err
 
 
+def test_a_project_without_experiments_is_told_so_at_once(
+    tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    """No experiment refs in git: the command says so without running `dvc exp show` (tens of
+    seconds) and without blaming --repo, which was not given."""
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / ".dvc").mkdir()
+    monkeypatch.chdir(tmp_path)
+
+    def never(root: Path) -> list[dict[str, Any]]:
+        raise AssertionError("dvc exp show ran although git holds no experiment")
+
+    monkeypatch.setattr(compare_cmd, "exp_show", never)
+    err = _error(capsys)
+    assert "no DVC experiments" in err and "dvc exp run -S" in err and "--repo" not in err
+    assert "usage:" not in err
+
+
 def test_an_unknown_audit_names_the_known_ones(dvc_payload: Any, capsys: Any) -> None:
     dvc_payload(TWO)
     err = _error(capsys, "--audit", "adult-nothing")

@@ -18,6 +18,7 @@ from PIL import Image
 
 from dpaudit.config import ParamsError
 from dpaudit.report.figures import FigureError
+from dpaudit.report.inputs import LoadedSection
 from dpaudit.report.render import build_report, config_from_params, format_value, git_commit
 from dpaudit.results import ReportSection, TableSpec
 
@@ -267,3 +268,21 @@ def test_git_commit_and_dirty_flag(tmp_path):
     assert git_commit(tmp_path) == head and re.fullmatch(r"[0-9a-f]{40}", head)
     (tmp_path / "params.yaml").write_text("a: 2\n")
     assert git_commit(tmp_path) == f"{head} + uncommitted changes"
+
+
+def _loaded(dataset: str, lower: float | None, upper: float) -> LoadedSection:
+    from dpaudit.results import ReportSection, SummaryRow
+
+    row = SummaryRow("s", {"pld": upper}, lower, "one-run")
+    return LoadedSection(f"{dataset}-x", Path("."), ReportSection(dataset, "x", "t", "", row, [row], [], []))
+
+
+def test_the_summary_opens_with_a_sentence_to_act_on() -> None:
+    from dpaudit.report.summary import summary_sentence
+
+    text = summary_sentence([_loaded("adult", 1.4, 2.0), _loaded("digits", 0.5, 4.0), _loaded("c", 0.0, 1.0)])
+    assert text.startswith("2 of 3 audits proved a positive ε lower bound")
+    assert "adult x: ε ≥ 1.4, 70 % of the accountant's ε" in text and "No claim is in doubt" in text
+    doubt = summary_sentence([_loaded("adult", 3.0, 2.0), _loaded("digits", 0.5, 4.0)])
+    assert "Claim in doubt: adult x (proven 3 > promised 2)" in doubt and "digits x (" not in doubt
+    assert summary_sentence([_loaded("c", 0.0, 1.0)]).startswith("None of the 1 audits proved")

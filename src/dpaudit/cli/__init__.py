@@ -97,7 +97,18 @@ for _command in (
 
 def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     """The top-level parser and one subparser per registered command."""
-    parser = argparse.ArgumentParser(prog="dpaudit", description="Audit differentially private ML.")
+    from dpaudit import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="dpaudit",
+        description="Audit differentially private ML: ε upper bounds from the accountants, ε lower bounds "
+        "that attacks prove, and the verdict on your own DP-SGD training.",
+        epilog="The whole pipeline: `make run` (dvc repro), then reports/index.html. Docs: docs/ in the "
+        "repository (start with README.md; your own training: docs/one-run.md). Python API: "
+        "`import dpaudit` (e.g. dpaudit.onerun.OneRunAuditor, dpaudit.bounds).",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"dpaudit {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     children = {}
     for command in COMMANDS.values():
@@ -136,12 +147,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         result = command.run(args)
     except CliError as exc:
+        if exc.argument is None:  # nothing the user typed is wrong: no usage line
+            print(f"{children[args.command].prog}: error: {exc}", file=sys.stderr)
+            sys.exit(2)
         children[args.command].error(str(exc))  # prints usage + message, exits with status 2
     if args.json:
         print(json.dumps(_jsonable(result)))
     else:
         print("\n".join(command.text(result) if command.text else _format_text(result)))
-    return 0
+    return command.exit_status(result) if command.exit_status else 0
 
 
 if __name__ == "__main__":

@@ -30,7 +30,13 @@ def _accountant_args(parser: argparse.ArgumentParser, choices: Sequence[str]) ->
         help="Poisson sampling rate q in (0, 1]; 1 = full batch",
     )
     parser.add_argument("--steps", type=positive_int, required=True, help="number of DP-SGD steps T")
-    parser.add_argument("--accountant", choices=list(choices), default="rdp", help="accountant (default rdp)")
+    parser.add_argument(
+        "--accountant",
+        choices=list(choices),
+        default="pld",
+        help="accountant (default pld, as the audit's declaration and the report use; rdp is looser and "
+        "takes any number of steps)",
+    )
 
 
 def _configure_accountant(parser: argparse.ArgumentParser) -> None:

@@ -11,10 +11,11 @@ from typing import Any
 
 
 class CliError(Exception):
-    """Bad command-line input; ``argument`` is the option to blame (e.g. ``--members``)."""
+    """Bad command-line input; ``argument`` is the option to blame (e.g. ``--members``), or ``None``
+    when no option is at fault (the project has nothing to compare yet, say)."""
 
-    def __init__(self, argument: str, message: str) -> None:
-        super().__init__(f"argument {argument}: {message}")
+    def __init__(self, argument: str | None, message: str) -> None:
+        super().__init__(f"argument {argument}: {message}" if argument else message)
         self.argument = argument
 
 
@@ -27,6 +28,8 @@ class Command:
     configure: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace], dict[str, Any]]
     text: Callable[[dict[str, Any]], list[str]] | None = None  # default: ``key: value`` lines
+    #: The exit status of a result (default 0): a verdict a CI job must act on exits non-zero.
+    exit_status: Callable[[dict[str, Any]], int] | None = None
 
 
 # ----------------------------------------------------------------------------------- argument types

@@ -58,6 +58,15 @@ def dvc_root(start: Path) -> Path:
     raise CliError("--repo", f"{start} is not inside a DVC project (no .dvc directory there or above)")
 
 
+def has_experiments(root: Path) -> bool:
+    """Whether git holds any DVC experiment (run or queued: refs under ``refs/exps``). Asking git
+    takes milliseconds where ``dvc exp show`` takes tens of seconds; True when git cannot tell."""
+    proc = subprocess.run(
+        ["git", "for-each-ref", "--count=1", "refs/exps"], cwd=root, capture_output=True, text=True
+    )
+    return proc.returncode != 0 or bool(proc.stdout.strip())
+
+
 def exp_show(root: Path) -> list[dict[str, Any]]:
     """``dvc exp show --json`` of the project at ``root``, run with this interpreter's DVC."""
     if importlib.util.find_spec("dvc") is None:
@@ -110,13 +119,11 @@ def experiments_of(payload: Sequence[Mapping[str, Any]]) -> tuple[list[dict[str,
     workspace = next((e for e in payload if e.get("rev") == WORKSPACE), None)
     commits = [e for e in payload if e.get("rev") != WORKSPACE]
     if not commits:
-        raise CliError(
-            "--repo", "no git commit to compare with: commit a baseline, then `dvc exp run -S ...`"
-        )
+        raise CliError(None, "no git commit to compare with: commit a baseline, then `dvc exp run -S ...`")
     top = commits[0]
     base = record(top, "baseline", str(top.get("name") or str(top.get("rev", ""))[:7]))
     if base is None:
-        raise CliError("--repo", f"the baseline commit has no {SUMMARY}: run `dvc repro` and commit it first")
+        raise CliError(None, f"the baseline commit has no {SUMMARY}: run `dvc repro` and commit it first")
     rows, left_out = [], 0
     for experiment in top.get("experiments") or []:
         revs = experiment.get("revs") or []
@@ -131,9 +138,8 @@ def experiments_of(payload: Sequence[Mapping[str, Any]]) -> tuple[list[dict[str,
             rows.append(row)
     if not rows:
         detail = f" ({left_out} without {SUMMARY}: queued, running or failed)" if left_out else ""
-        raise CliError(
-            "--repo", f"no DVC experiments of this commit{detail}: run one with `dvc exp run -S key=value`"
-        )
+        hint = "run one with `dvc exp run -S key=value`"
+        raise CliError(None, f"no DVC experiments of this commit{detail}: {hint}")
     rows.sort(key=lambda r: r["created"] or "")
     rows.insert(0, base)
     here = record(workspace, WORKSPACE, WORKSPACE) if workspace is not None else None
@@ -193,6 +199,8 @@ def compare(
 
 def _run_compare(args: argparse.Namespace) -> dict[str, Any]:
     root = dvc_root(args.repo)
+    if not has_experiments(root):
+        raise CliError(None, f"no DVC experiments in {root} yet: run one with `dvc exp run -S key=value`")
     rows, notes = experiments_of(exp_show(root))
     result = compare(rows, args.audit, root)
     if notes:

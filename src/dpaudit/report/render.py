@@ -31,7 +31,13 @@ from dpaudit.report.html import CSS, anchor, figure_html, format_value, html_tab
 from dpaudit.report.inputs import LoadedSection, audit_metrics, find_sections
 from dpaudit.report.provenance import git_commit, provenance_html
 from dpaudit.report.region import region_of_privacy_png
-from dpaudit.report.summary import confidence_level, settings_html, summary_html, summary_metrics
+from dpaudit.report.summary import (
+    confidence_level,
+    settings_html,
+    summary_html,
+    summary_metrics,
+    summary_sentence,
+)
 from dpaudit.results import TableSpec
 
 __all__ = [
@@ -111,6 +117,7 @@ def render_html(root: Path, sections: Sequence[LoadedSection], title: str) -> st
         f'<nav><ul>{toc}<li><a href="#fidelity">Fidelity to the papers</a></li>'
         '<li><a href="#provenance">Provenance</a></li></ul></nav>',
         '<section id="overview"><h2>Summary</h2>',
+        f'<p class="lead"><b>{html.escape(summary_sentence(sections))}</b></p>',
         "<p>One row per audit (dataset × experiment), its headline setting. <b>ε proven</b> is a "
         "statistically valid lower bound an attack proved, tagged with its joint confidence (both "
         "error-rate limits and every threshold tried inside that level) and what it assumes about the "

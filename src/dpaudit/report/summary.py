@@ -244,6 +244,39 @@ def _audit_cell(section: ReportSection, audit: str) -> Markup:
     return Markup(link + text + "</a>" + tag(section.headline.setting), numeric=False)
 
 
+def summary_sentence(sections: Sequence[LoadedSection]) -> str:
+    """The report's first sentence, one a reader can act on: which audits proved a positive ε lower
+    bound (and the largest share of its promise), and which claim is in doubt (proven above promised,
+    which a valid bound does with chance at most 1 − its level: most often a bug)."""
+    proven: list[tuple[float, str, float]] = []
+    doubt: list[str] = []
+    for s in sections:
+        row, name = s.section.headline, f"{s.section.dataset} {s.section.experiment}"
+        lower, tight = _finite(row.epsilon_lower), tightest_upper(row)
+        if lower is None or lower <= 0:
+            continue
+        share = lower / tight[1] if tight is not None and tight[1] > 0 else math.nan
+        proven.append((share, name, lower))
+        if share > 1:
+            doubt.append(f"{name} (proven {number(lower, 'down')} > promised {number(tight[1], 'up')})")
+    if not sections:
+        return "No audit has results yet."
+    if not proven:
+        head = f"None of the {len(sections)} audits proved an ε above 0 at its headline setting."
+    else:
+        share, name, lower = max(proven, key=lambda p: (-math.inf if math.isnan(p[0]) else p[0]))
+        best = f"; the closest to its promise is {name}: ε ≥ {number(lower, 'down')}" + (
+            f", {100 * share:.0f} % of the accountant's ε" if math.isfinite(share) else ""
+        )
+        head = f"{len(proven)} of {len(sections)} audits proved a positive ε lower bound{best}."
+    tail = (
+        " Claim in doubt: " + "; ".join(doubt) + ": check the training and the accounting."
+        if doubt
+        else " No claim is in doubt: every proven ε lies within its accountant's promise."
+    )
+    return head + tail
+
+
 def summary_html(sections: Sequence[LoadedSection]) -> str:
     """The summary table: one headline row per audit (``id="summary"``), sized to fit the page."""
     columns = ["audit · headline setting", *HEADLINE_COLUMNS, SCORES_COLUMN]
