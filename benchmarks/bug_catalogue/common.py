@@ -59,6 +59,20 @@ def epsilon(noise_multiplier: float, sampling_rate: float = SAMPLING_RATE, steps
     return compute_epsilon(noise_multiplier, sampling_rate, steps, DELTA, "pld")
 
 
+def epsilon_of_phases(phases: list[tuple[float, int]], sampling_rate: float = SAMPLING_RATE) -> float:
+    """PLD's ε at δ = 1e-5 of Poisson-sampled DP-SGD whose noise multiplier changes during training:
+    ``phases`` lists (effective noise multiplier, steps); a clip norm raised to k·C under noise σC is
+    the multiplier σ/k (dp_accounting's ``PLDAccountant`` on the composed events)."""
+    import dp_accounting
+
+    from dpaudit.training.accounting import _step_event
+
+    accountant = dp_accounting.pld.PLDAccountant(value_discretization_interval=1e-3)
+    for z, steps in phases:
+        accountant.compose(_step_event(z, sampling_rate), steps)
+    return float(accountant.get_epsilon(DELTA))
+
+
 # ----------------------------------------------------------------------------------------- loaders
 
 

@@ -69,14 +69,15 @@ def test_claimed_epsilon_turns_the_first_line_into_a_verdict(files, capsys) -> N
 
     s, inc, scores, included = files  # an ideal game at true ε = 4
     argv = ["one-run", "--scores", str(s), "--included", str(inc), "--delta", "1e-5", "--analysis", "steinke"]
-    assert main([*argv, "--claimed-epsilon", "0.5"]) == 0
+    assert main([*argv, "--claimed-epsilon", "0.5"]) == 1  # a violation fails a CI job
     bound = audit_one_run(scores, included, delta=1e-5).epsilon_lower
     assert bound > 0.5
-    first = capsys.readouterr().out.splitlines()[0]
-    assert first.startswith(f"VIOLATION PROVEN: ε ≥ {bound:.3g} > claimed 0.5 (95 %, steinke")
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith(f"VIOLATION PROVEN: ε ≥ {bound:.3g} > claimed 0.5 (95 %, steinke")
+    assert out[1].startswith("next: ")
     assert main([*argv, "--claimed-epsilon", "4", "--json"]) == 0
     verdict = json.loads(capsys.readouterr().out)["verdict"]
-    assert verdict["violation"] is False
+    assert verdict["status"] == "no violation found" and verdict["caught"] is False
     expected = detectable_epsilon(4.0, 1e-5, 1000, confidence=0.95)
     assert 4.0 < verdict["detectable_epsilon"] == pytest.approx(expected)
     assert main([*argv, "--claimed-epsilon", "4"]) == 0
@@ -97,3 +98,48 @@ def test_an_inclusion_vector_that_no_fair_coin_drew_is_named(tmp_path: Path, cap
     assert "warning: --included: 500 of 500 canaries included" in out and "probability 1/2" in out
     assert main([*base, str(tmp_path / "fair.npy")]) == 0
     assert "warning" not in capsys.readouterr().out
+
+
+def test_json_uses_the_library_names(files, capsys) -> None:
+    """The verdict's keys are Verdict.as_dict's, each bound's are OneRunAudit's fields."""
+    import dataclasses
+
+    from dpaudit.bounds.onerun import OneRunAudit
+    from dpaudit.onerun.verdict import VIOLATION
+
+    s, inc, _, _ = files
+    argv = ["one-run", "--scores", str(s), "--included", str(inc), "--delta", "1e-5", "--json"]
+    assert main([*argv, "--claimed-epsilon", "0.5"]) == 1
+    result = json.loads(capsys.readouterr().out)
+    verdict = result["verdict"]
+    assert verdict["status"] == VIOLATION and verdict["caught"] is True
+    assert {
+        "claimed_epsilon",
+        "epsilon_lower",
+        "detectable_epsilon",
+        "delta",
+        "confidence",
+        "canaries",
+    } <= set(verdict)
+    fields = {f.name for f in dataclasses.fields(OneRunAudit)}
+    assert all(set(b) == fields for b in result["bounds"].values())
+
+
+def test_delta_zero_runs_steinke_and_refuses_fdp_gaussian_naming_delta(files, capsys) -> None:
+    """--delta 0 used to crash (the power statement's Gaussian μ needs δ > 0)."""
+    s, inc, scores, included = files
+    argv = ["one-run", "--scores", str(s), "--included", str(inc), "--delta", "0"]
+    assert main([*argv, "--claimed-epsilon", "40"]) == 0
+    out = capsys.readouterr().out
+    assert f"ε ≥ {audit_one_run(scores, included, delta=0.0).epsilon_lower:.3g}" in out
+    assert "no power statement at δ = 0" in out and "fdp_gaussian left out" in out
+    with pytest.raises(SystemExit) as exc:
+        main([*argv, "--analysis", "fdp_gaussian"])
+    assert exc.value.code == 2 and "argument --delta" in capsys.readouterr().err
+
+
+def test_help_documents_the_exit_codes(capsys) -> None:
+    with pytest.raises(SystemExit):
+        main(["one-run", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "1 VIOLATION PROVEN" in text and "2 bad input" in text

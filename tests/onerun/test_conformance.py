@@ -18,6 +18,7 @@ from dpaudit.onerun.conformance import (
 )
 from dpaudit.onerun.declaration import DeclaredDPSGD
 from dpaudit.onerun.simulate import simulate_transcript
+from dpaudit.onerun.snr import POOLED_WEIGHT
 from dpaudit.onerun.transcript import transcript_scores
 
 POISSON = DeclaredDPSGD(1.0, 1.0, 100, 2000, steps=100, epsilon=2.0)  # q = 0.05
@@ -80,10 +81,12 @@ def test_extra_steps_and_a_higher_sampling_rate_are_mismatches():
 
 
 def test_oversampled_epochs_break_records_per_epoch():
-    # The loader feeds 2N records per epoch (every record twice) in batches of B.
-    doubled = simulate(dataclasses.replace(SHUFFLE, dataset_size=4000), 8)
-    results = run_checks(doubled, SHUFFLE, 0.01)
-    assert rejected(results) == {"records_per_epoch"}
+    # The loader feeds 2N records per Keras epoch (every record twice) in batches of B; the run is
+    # declared by epochs, so Keras epochs are the passes over the data.
+    declared = dataclasses.replace(SHUFFLE, steps=None, epochs=5)
+    doubled = simulate(dataclasses.replace(declared, dataset_size=4000), 8)
+    results = run_checks(doubled, declared, 0.01)
+    assert rejected(results) == {"records_per_epoch", "steps"}
     check = by_name(results)["records_per_epoch"]
     assert check.statistic == 2.0 and check.level == 0.0 and "more than the N = 2000" in check.message
 
@@ -91,7 +94,69 @@ def test_oversampled_epochs_break_records_per_epoch():
 def test_a_run_by_steps_may_end_inside_its_last_epoch():
     declared = DeclaredDPSGD(1.0, 1.0, 100, 2000, steps=50, epsilon=2.0, sampling="shuffle")  # 2.5 epochs
     results = run_checks(simulate(declared, 9), declared, 0.01)
-    assert not by_name(results)["records_per_epoch"].rejected
+    assert by_name(results)["records_per_epoch"].status == "passed"
+
+
+SHUFFLE_ODD = DeclaredDPSGD(1.0, 1.0, 64, 1000, steps=80, epsilon=2.0, sampling="shuffle")  # ⌈N/B⌉ = 16
+
+
+def _reshaped(transcript, rows, epoch):
+    """The transcript with the loader's batch sizes and Keras epochs replaced (the rest is noise)."""
+    return dataclasses.replace(transcript, batch_rows=np.asarray(rows), epoch=np.asarray(epoch))
+
+
+def test_steps_per_epoch_over_a_repeated_dataset_is_no_mismatch():
+    """fit(steps_per_epoch=40) over ds.shuffle().batch(64).repeat(): Keras epochs of 40 steps span 2.5
+    passes (1000 records per pass, the last batch of each pass holds 40). It used to be rejected."""
+    base = simulate(SHUFFLE_ODD, 30)
+    per_pass = [64] * 15 + [40]
+    rows = (per_pass * 5)[:80]
+    epoch = np.arange(80) // 40
+    results = run_checks(_reshaped(base, rows, epoch), SHUFFLE_ODD, 0.01)
+    assert by_name(results)["records_per_epoch"].status == "passed", check_summary(results)
+    assert "steps" not in rejected(results)
+    # a loader that feeds every record twice per pass (2000 records between partial batches) still is
+    doubled = ([64] * 31 + [16]) * 3
+    bad = run_checks(_reshaped(base, doubled[:80], epoch), SHUFFLE_ODD, 0.01)
+    assert (
+        "records_per_epoch" in rejected(bad)
+        and "between two partial batches" in by_name(bad)["records_per_epoch"].message
+    )
+
+
+def test_dropped_or_filtered_last_batches_are_no_mismatch():
+    """drop_remainder=True (or a filter on the batch size): every pass takes ⌊N/B⌋ = 15 steps.
+    Declared by epochs (5 epochs: 75 steps, not 80) or by steps; neither is a mismatch, and with
+    steps_per_epoch over a repeated dataset the check says it cannot see the passes (skipped)."""
+    by_epochs = DeclaredDPSGD(1.0, 1.0, 64, 1000, epochs=5, epsilon=2.0, sampling="shuffle")
+    base = simulate(dataclasses.replace(by_epochs, epochs=None, steps=75), 31)
+    results = run_checks(_reshaped(base, [64] * 75, np.arange(75) // 15), by_epochs, 0.01)
+    assert rejected(results) == set(), check_summary(results)
+    assert by_name(results)["steps"].status == "passed" and "dropped" in by_name(results)["steps"].message
+    by_steps = dataclasses.replace(by_epochs, epochs=None, steps=75)
+    results = run_checks(_reshaped(base, [64] * 75, np.arange(75) // 15), by_steps, 0.01)
+    assert rejected(results) == set(), check_summary(results)
+    # Keras epochs of 25 full steps (1600 records) with no pass end in sight: skipped, never passed
+    results = run_checks(_reshaped(base, [64] * 75, np.arange(75) // 25), by_steps, 0.01)
+    check = by_name(results)["records_per_epoch"]
+    assert rejected(results) == set() and check.status == "skipped" and "steps_per_epoch" in check.message
+
+
+def test_a_real_extra_epoch_is_still_a_mismatch():
+    declared = DeclaredDPSGD(1.0, 1.0, 64, 1000, epochs=5, epsilon=2.0, sampling="shuffle")
+    longer = simulate(dataclasses.replace(declared, epochs=6), 32)
+    assert "steps" in rejected(run_checks(longer, declared, 0.01))
+    dropped = simulate(dataclasses.replace(declared, epochs=None, steps=90), 32)  # 6 epochs of 15
+    rows, epoch = [64] * 90, np.arange(90) // 15
+    assert "steps" in rejected(run_checks(_reshaped(dropped, rows, epoch), declared, 0.01))
+
+
+def test_a_batch_larger_than_declared_is_a_mismatch_under_shuffle():
+    base = simulate(SHUFFLE_ODD, 33)
+    rows = base.batch_rows.copy()
+    rows[5] = 128
+    check = by_name(run_checks(dataclasses.replace(base, batch_rows=rows), SHUFFLE_ODD, 0.01))
+    assert check["records_per_epoch"].rejected and "step 5 held 128" in check["records_per_epoch"].message
 
 
 def test_fixed_size_batches_under_a_poisson_declaration_only_warn():
@@ -174,8 +239,9 @@ def test_signal_to_noise_null_matches_the_normal_limit():
     checks = by_name(run_checks(t, declared, 0.05, seed=3))
     high, low = checks["signal_to_noise_high"], checks["signal_to_noise_low"]
     assert high.statistic == pytest.approx(1.2)
-    assert high.p_value == pytest.approx(norm.sf(2.0), abs=0.006)  # 4000 draws: MC s.e. 0.0024
-    assert low.p_value == pytest.approx(norm.cdf(2.0), abs=0.006)
+    # the pooled ρ̂ gets POOLED_WEIGHT of the level; every part sits 1 s.d. high, far from mattering
+    assert high.p_value * POOLED_WEIGHT == pytest.approx(norm.sf(2.0), abs=0.006)  # MC s.e. 0.0024
+    assert low.p_value == 1.0
     assert high.rejected == (high.p_value <= high.level)
 
 

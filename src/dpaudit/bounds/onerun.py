@@ -163,7 +163,8 @@ def audit_one_run(
     ``analysis``: ``"steinke"`` (no assumption on the mechanism) or ``"fdp_gaussian"`` (assumes a
     Gaussian trade-off curve). Each (k₊, k₋) pair of :func:`guess_pairs` is tested at level
     (1 − confidence)/G (Bonferroni over the G pairs) and the largest bound is returned. Ties in
-    the scores are broken at random from ``seed``, independently of ``included``.
+    the scores are broken at random from :func:`tie_seed` (``seed``), independently of ``included``
+    and of the stream an auditor seeded ``seed`` draws it from.
     """
     if analysis not in ANALYSES:
         raise ValueError(f"analysis must be one of {ANALYSES}, got {analysis!r}")
@@ -179,7 +180,8 @@ def audit_one_run(
     m = s.size
     pairs = guess_pairs(m, guess_fractions)
     per_confidence = 1.0 - (1.0 - confidence) / len(pairs)
-    ordered = ordered_inclusion(s, inc, seed)  # the guesses of every pair: top k₊ "in", bottom k₋ "out"
+    # the guesses of every pair: top k₊ "in", bottom k₋ "out"; ties broken from a stream of their own
+    ordered = ordered_inclusion(s, inc, tie_seed(seed))
     best: tuple[float, int, int, int, int] | None = None
     for k_pos, k_neg in pairs:
         guesses = k_pos + k_neg
@@ -193,6 +195,17 @@ def audit_one_run(
     assert best is not None
     eps, guesses, correct, k_pos, k_neg = best
     return OneRunAudit(eps, analysis, ASSUMPTIONS[analysis], confidence, m, guesses, correct, k_pos, k_neg)
+
+
+#: Tag of the tie-break stream: np.random.default_rng(seed) is the stream np.random.default_rng([seed, 0])
+#: (the auditor's inclusion bits), so ties are broken from SeedSequence([seed, TIE_STREAM]) instead.
+TIE_STREAM = 0x7E5
+
+
+def tie_seed(seed: int) -> int:
+    """The seed of the tie-break stream of an audit seeded ``seed``: independent of any stream an
+    auditor draws inclusion bits from with the same seed."""
+    return int(np.random.SeedSequence([int(seed), TIE_STREAM]).generate_state(1, dtype=np.uint32)[0])
 
 
 def gdp_mu_for_epsilon(epsilon: float, delta: float) -> float:

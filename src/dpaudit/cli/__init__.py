@@ -31,7 +31,7 @@ from dpaudit.cli.accounting import (
 )
 from dpaudit.cli.args import CliError, Command
 from dpaudit.cli.compare import COMPARE
-from dpaudit.cli.one_run import _configure_one_run, _one_run_text, _run_one_run
+from dpaudit.cli.one_run import _configure_one_run, _one_run_text, _run_one_run, one_run_exit_status
 from dpaudit.cli.scores import (
     _configure_epsilon_star,
     _configure_scores,
@@ -86,6 +86,7 @@ for _command in (
         _configure_one_run,
         _run_one_run,
         _one_run_text,
+        exit_status=one_run_exit_status,
     ),
     COMPARE,
 ):

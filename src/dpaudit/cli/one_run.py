@@ -1,10 +1,18 @@
 """``dpaudit one-run``: ε lower bounds from one training run's canary scores and inclusion bits
-(Steinke, Nasr & Jagielski 2023; Mahloujifar et al. 2024), with a verdict against a claimed ε."""
+(Steinke, Nasr & Jagielski 2023; Mahloujifar et al. 2024), with a verdict against a claimed ε.
+
+Exit status (:data:`EXIT_CODES`): 0 when no violation is proven (or no claim was given), 1 for
+``VIOLATION PROVEN``, 2 for bad input; so a CI job fails on a violation. The JSON's verdict uses the
+library's names (:meth:`dpaudit.onerun.verdict.Verdict.as_dict`, :class:`~dpaudit.bounds.onerun.OneRunAudit`).
+δ = 0 (pure DP) is accepted by ``steinke``; ``fdp_gaussian`` and the power statement need δ > 0 (a
+Gaussian trade-off curve is (ε, 0)-DP for no finite ε).
+"""
 
 from __future__ import annotations
 
 import argparse
 import math
+from dataclasses import asdict
 from typing import Any
 
 from dpaudit.cli.args import (
@@ -16,13 +24,23 @@ from dpaudit.cli.args import (
 )
 from dpaudit.cli.scores import _epsilon_text, load_losses
 
+#: The exit status of each outcome (documented in ``--help`` and docs/one-run.md).
+EXIT_CODES = {"no violation found": 0, "VIOLATION PROVEN": 1, "bad input": 2}
+EPILOG = (
+    "exit status: 0 no violation proven (or no --claimed-epsilon), 1 VIOLATION PROVEN, 2 bad input. "
+    "--delta 0 runs steinke only (fdp_gaussian and the power statement need δ > 0)."
+)
+
 
 def _configure_one_run(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = EPILOG
     parser.add_argument("--scores", required=True, help="one score per canary (higher = 'in')")
     parser.add_argument(
         "--included", required=True, help="one 0/1 per canary: was it in training (drawn with probability ½)"
     )
-    parser.add_argument("--delta", type=unit_from_zero, required=True, help="δ in [0, 1)")
+    parser.add_argument(
+        "--delta", type=unit_from_zero, required=True, help="δ in [0, 1); 0 (pure DP) for steinke only"
+    )
     parser.add_argument(
         "--confidence", type=open_unit, default=0.95, help="level of each bound, joint over its guesses"
     )
@@ -61,6 +79,17 @@ def _run_one_run(args: argparse.Namespace) -> dict[str, Any]:
     if args.lower_is_member:
         scores = -scores
     names = ["steinke", "fdp_gaussian"] if args.analysis == "both" else [args.analysis]
+    warnings = _inclusion_warnings(int(included.sum()), int(scores.size))
+    if args.delta == 0.0:
+        if args.analysis == "fdp_gaussian":
+            raise CliError(
+                "--delta",
+                "fdp_gaussian needs δ > 0: a Gaussian trade-off curve is (ε, 0)-DP for no finite ε; give "
+                "a δ > 0 or --analysis steinke",
+            )
+        if "fdp_gaussian" in names:
+            names = ["steinke"]
+            warnings.append("--delta 0: fdp_gaussian left out (it needs δ > 0); steinke holds for pure DP")
     audits = {
         name: audit_one_run(
             scores,
@@ -75,34 +104,51 @@ def _run_one_run(args: argparse.Namespace) -> dict[str, Any]:
     verdict = None
     if args.claimed_epsilon is not None:
         from dpaudit.onerun.power import detectable_epsilon
+        from dpaudit.onerun.verdict import NO_VIOLATION, VIOLATION
 
         head = audits["steinke" if "steinke" in audits else "fdp_gaussian"]
+        caught = bool(head.epsilon_lower > args.claimed_epsilon)
         verdict = {
+            "status": VIOLATION if caught else NO_VIOLATION,
+            "caught": caught,
             "claimed_epsilon": args.claimed_epsilon,
-            "violation": bool(head.epsilon_lower > args.claimed_epsilon),
+            "delta": args.delta,
+            "confidence": head.confidence,
+            "epsilon_lower": head.epsilon_lower,
+            "estimator": head.estimator,
+            "assumption": head.assumption,
             "detectable_epsilon": detectable_epsilon(
                 args.claimed_epsilon, args.delta, int(scores.size), confidence=args.confidence, seed=args.seed
-            ),
+            )
+            if args.delta > 0
+            else None,
+            "canaries": int(scores.size),
+            "included": int(included.sum()),
+            "next": _next_step(caught),
         }
     return {
         "canaries": int(scores.size),
         "included": int(included.sum()),
-        "warnings": _inclusion_warnings(int(included.sum()), int(scores.size)),
+        "warnings": warnings,
         "delta": args.delta,
         **({"verdict": verdict} if verdict is not None else {}),
-        "bounds": {
-            name: {
-                "epsilon_lower": a.epsilon_lower,
-                "assumption": a.assumption,
-                "confidence": a.confidence,
-                "guesses": a.guesses,
-                "correct": a.correct,
-                "k_positive": a.k_positive,
-                "k_negative": a.k_negative,
-            }
-            for name, a in audits.items()
-        },
+        "bounds": {name: asdict(a) for name, a in audits.items()},
     }
+
+
+def _next_step(caught: bool) -> str:
+    if caught:
+        return (
+            "the mechanism leaks more than its claim: do not publish the claimed ε; find the cause (audit "
+            "the training code itself with dpaudit.onerun.OneRunAuditor) and audit again"
+        )
+    return "nothing proven at this power: more canaries (or pooled runs) raise it; see docs/one-run.md"
+
+
+def one_run_exit_status(result: dict[str, Any]) -> int:
+    """1 for a proven violation of --claimed-epsilon, else 0 (:data:`EXIT_CODES`)."""
+    verdict = result.get("verdict")
+    return EXIT_CODES["VIOLATION PROVEN"] if verdict is not None and verdict["caught"] else 0
 
 
 #: Two-sided p-value of the included count under Binomial(m, ½) below which the CLI warns.
@@ -143,13 +189,15 @@ def _one_run_text(result: dict[str, Any]) -> list[str]:
     claim = result.get("verdict")
     if claim is not None:
         eps, claimed = _epsilon_text(head["epsilon_lower"]), f"{claim['claimed_epsilon']:g}"
-        if claim["violation"]:
+        if claim["caught"]:
             first = f"VIOLATION PROVEN: ε ≥ {eps} > claimed {claimed} ({level}, {name}; {head['assumption']})"
         else:
             detectable = claim["detectable_epsilon"]
             reach = (
-                f"a perfect attack detects true ε ≥ {detectable:.3g} with 80 % power"
-                if detectable is not None and math.isfinite(detectable)
+                "no power statement at δ = 0 (the ideal Gaussian game is never pure DP)"
+                if detectable is None
+                else f"a perfect attack detects true ε ≥ {detectable:.3g} with 80 % power"
+                if math.isfinite(detectable)
                 else "not even a perfect attack could prove more than the claim: add canaries"
             )
             first = (
@@ -157,6 +205,7 @@ def _one_run_text(result: dict[str, Any]) -> list[str]:
                 f"{result['canaries']} canaries {reach} ({name})"
             )
         lines.insert(0, first)
+        lines.insert(1, f"next: {claim['next']}")
     for key, b in bounds.items():
         lines.append(
             f"  {key:<13} ε ≥ {_epsilon_text(b['epsilon_lower']):>7} at {100 * b['confidence']:g} % "

@@ -61,6 +61,7 @@ def find_inert_features(dataset: Any, num_classes: int | None = None) -> InertFe
     if not (isinstance(spec, tuple) and len(spec) == 2):
         raise ValueError("wrap() needs a dataset of (x, y) batches; sample weights are not supported")
     x_spec, y_spec = spec
+    _refuse_structures(x_spec, y_spec)
     if x_spec.shape.rank is None or x_spec.shape.rank < 2 or x_spec.shape[0] is not None:
         raise ValueError(
             "wrap() needs the BATCHED dataset you pass to fit() (x of shape [batch, ...]): it adds each "
@@ -100,6 +101,29 @@ def find_inert_features(dataset: Any, num_classes: int | None = None) -> InertFe
         y_dtype=y_spec.dtype.name,
         y_shape=tuple(int(d) for d in y_spec.shape[1:] if d is not None),
     )
+
+
+def _refuse_structures(x_spec: Any, y_spec: Any) -> None:
+    """Refuse inputs or labels that are several tensors (a dict or tuple), naming what was found."""
+    import tensorflow as tf
+
+    def named(spec: Any) -> str:
+        if isinstance(spec, dict):
+            return f"a dict of {len(spec)} tensors (keys {sorted(map(str, spec))})"
+        return f"a {type(spec).__name__} of {len(tf.nest.flatten(spec))} tensors"
+
+    if tf.nest.is_nested(x_spec):
+        raise ValueError(
+            f"the dataset's inputs x are {named(x_spec)}: the audit inserts each canary as one row of a "
+            "single input tensor read by a Dense layer. Feed the model one tensor (e.g. tf.concat of your "
+            f"features in the loader, and a first Dense layer on it); {REMEDY}"
+        )
+    if tf.nest.is_nested(y_spec):
+        raise ValueError(
+            f"the dataset's labels y are {named(y_spec)} (a model with several outputs): the audit scores "
+            "each canary by the per-example loss of one output against one label. Audit your training code "
+            "on a single-output version of the model (one output, one label tensor, one loss)"
+        )
 
 
 @dataclass(frozen=True)

@@ -27,8 +27,12 @@ density ∝ sin^(k−2) θ; Cai, Fan & Jiang 2013, "Distributions of angles in r
 spheres", JMLR), i.e. (1 + c)/2 ~ Beta((k−1)/2, (k−1)/2); Monte Carlo p-values (1 + #)/(1 + draws)
 are exact (Phipson & Smyth 2010, "Permutation p-values should never be zero"). scipy.stats gives
 every distribution (binomtest, binom, chi2, beta); written here, because no library has them: the
-union bounds of ``repeated_batches``, ``noise_floor`` and ``fixed_size_batches`` and the
-signal-to-noise null sampler.
+union bounds of ``repeated_batches``, ``noise_floor`` and ``fixed_size_batches``; the signal-to-noise
+checks and their exact null are in :mod:`dpaudit.onerun.snr`. Every null comes from the declared
+mechanism, never from the run's own spread (which a bug would widen).
+
+Statuses (:mod:`dpaudit.onerun.check`): a check that applies but cannot run is ``skipped`` with its
+reason; one that has nothing to test under the declaration is ``not applicable``; neither is passed.
 """
 
 from __future__ import annotations
@@ -40,9 +44,11 @@ import numpy as np
 from scipy.special import gammaln, logsumexp
 from scipy.stats import beta, binom, binomtest, chi2
 
-from dpaudit.onerun.check import CheckResult
+from dpaudit.onerun.check import REJECTED, SKIPPED, CheckResult
 from dpaudit.onerun.declaration import DeclaredDPSGD
 from dpaudit.onerun.residual import residual_check
+from dpaudit.onerun.snr import snr_checks
+from dpaudit.onerun.tap import tap_check
 from dpaudit.onerun.transcript import Transcript
 
 __all__ = ["ASSUMES_SGD_UPDATE", "STOCHASTIC_MISMATCH_CHECKS", "CheckResult", "check_summary", "run_checks"]
@@ -60,8 +66,6 @@ STOCHASTIC_MISMATCH_CHECKS: tuple[str, ...] = (
 #: schedule, momentum or Adam change or correlate successive changes), so there they run as warnings.
 ASSUMES_SGD_UPDATE = frozenset(STOCHASTIC_MISMATCH_CHECKS) - {"batch_size_mean"}
 SGD_NOTE = " (from the weights' change, assuming a plain SGD update; a warning)"
-#: Monte Carlo draws of the signal-to-noise null (at least; more when the level share is tiny).
-NULL_DRAWS = 4000
 #: A probe below this fraction of the median probe norm is "no noise" (float noise of a noiseless sum).
 NO_NOISE = 1e-6
 #: Bytes of one block of the probes' Gram matrix (T up to 20,000 stays near this).
@@ -73,11 +77,24 @@ def _sf(x: float) -> str:
 
 
 def _steps_check(transcript: Transcript, declared: DeclaredDPSGD) -> CheckResult:
+    """T steps observed against the declared T (exact). A shuffled run declared by ``epochs`` may drop
+    each epoch's last partial batch (``drop_remainder=True`` or a filter): epochs·⌊N/B⌋ steps, fewer
+    than epochs·⌈N/B⌉, each record in at most one batch per epoch, as declared."""
     seen, want = transcript.steps, declared.total_steps
+    dropped = (
+        declared.epochs is not None
+        and declared.sampling == "shuffle"
+        and seen == int(declared.epochs) * (declared.dataset_size // declared.batch_size)
+    )
     if seen > want:
         msg = (
             f"{seen} training steps observed, {want} declared: more noisy steps than the claim's accountant "
             "composed, so the run spent more privacy than the claimed ε"
+        )
+    elif dropped and seen < want:
+        msg = (
+            f"{seen} training steps observed: {declared.epochs} epochs of ⌊N/B⌋ full batches (the last "
+            "partial batch dropped)"
         )
     elif seen < want:
         msg = (
@@ -86,25 +103,79 @@ def _steps_check(transcript: Transcript, declared: DeclaredDPSGD) -> CheckResult
         )
     else:
         msg = f"{seen} training steps observed, as declared"
-    return CheckResult("steps", "mismatch", seen != want, 0.0, None, float(seen - want), msg)
+    rejected = seen != want and not dropped
+    return CheckResult("steps", "mismatch", rejected, 0.0, None, float(seen - want), msg)
+
+
+def _pass_ends(rows: np.ndarray, batch: int) -> np.ndarray:
+    """Steps that end a pass over the data in a shuffled loader whose batches do not straddle passes:
+    the steps with fewer than B real records (each pass's last, partial batch)."""
+    return np.flatnonzero(rows < batch)
 
 
 def _records_per_epoch_check(transcript: Transcript, declared: DeclaredDPSGD) -> CheckResult:
-    """Shuffled epochs: ≤ N real records and exactly ⌈N/B⌉ steps per complete epoch (a run declared by
-    ``steps`` may end inside its last epoch)."""
-    N, per_epoch = declared.dataset_size, declared.steps_per_epoch
-    epochs, first, counts = np.unique(transcript.epoch, return_index=True, return_counts=True)
-    rows = np.bincount(np.searchsorted(epochs, transcript.epoch), weights=transcript.batch_rows)
-    last = int(np.argmax(first)) if declared.steps is not None else -1
-    problems = [f"epoch {e} fed {int(r)} real records, more than the N = {N} the claim assumes (records "
-                "repeated within an epoch)" for e, r in zip(epochs, rows, strict=True) if r > N]  # fmt: skip
-    for i, (e, c) in enumerate(zip(epochs, counts, strict=True)):
-        if c > per_epoch or (c < per_epoch and i != last):
-            problems.append(f"epoch {e} had {c} steps, not the declared ⌈N/B⌉ = {per_epoch}")
-    msg = "; ".join(problems[:3]) + (": the loader is not the declared shuffled epochs" if problems else "")
-    if not problems:
-        msg = f"every epoch fed at most N = {N} real records in {per_epoch} steps, as declared"
-    return CheckResult("records_per_epoch", "mismatch", bool(problems), 0.0, None, float(rows.max() / N), msg)
+    """Shuffled passes feed each record at most once: no batch holds more than B real records, and no
+    pass over the data feeds more than N.
+
+    A data pass is counted by the records fed, not by Keras epochs: with ``steps_per_epoch`` or
+    ``repeat()`` a Keras epoch is not a pass. Where the declaration counts ``epochs`` the Keras epochs
+    are the passes (the step check holds them to ⌈N/B⌉ or ⌊N/B⌋ steps). Where it counts ``steps``, a
+    Keras epoch of at most N records is within one pass; a longer one is split where the stream shows
+    a pass ending (a batch with fewer than B real records: a pass's partial last batch), and each
+    stretch between two such ends must hold at most N records. A longer Keras epoch with no visible pass
+    end cannot be told apart from a loader that repeats records within a pass: the check is then
+    skipped, and says so."""
+    name = "records_per_epoch"
+    N, B = declared.dataset_size, declared.batch_size
+    rows = transcript.batch_rows
+    problems = []
+    big = np.flatnonzero(rows > B)
+    if big.size:
+        problems.append(
+            f"step {int(big[0])} held {int(rows[big[0]])} real records, more than the declared B = {B} "
+            f"({big.size} such step(s))"
+        )
+    epochs = np.unique(transcript.epoch)
+    per_epoch = np.bincount(np.searchsorted(epochs, transcript.epoch), weights=rows)
+    over = [(int(e), int(r)) for e, r in zip(epochs, per_epoch, strict=True) if r > N]
+    blind = False
+    if over and declared.epochs is not None:
+        problems += [
+            f"epoch {e} fed {r} real records, more than the N = {N} the claim assumes" for e, r in over[:2]
+        ]
+    elif over:
+        ends = _pass_ends(rows, B)
+        if ends.size:
+            bounds = np.concatenate([[0], ends + 1, [rows.size]])
+            stretch = np.add.reduceat(rows, bounds[:-1][bounds[:-1] < rows.size])
+            # the first and last stretch may be cut by the run's start or end; every stretch holds ≤ N
+            worst = int(np.argmax(stretch))
+            if stretch[worst] > N:
+                problems.append(
+                    f"{int(stretch[worst])} real records fed between two partial batches (steps up to "
+                    f"{int(bounds[worst + 1]) - 1}), more than the N = {N} of one pass"
+                )
+        else:
+            blind = True
+    if problems:
+        msg = (
+            "; ".join(problems[:3])
+            + ": the loader feeds records more often than the declared shuffled passes"
+        )
+        stat = float(max(per_epoch.max() / N, rows.max() / B))
+        return CheckResult(name, "mismatch", True, 0.0, None, stat, msg)
+    if blind:
+        e, r = over[0]
+        return CheckResult.skipped(
+            name,
+            "mismatch",
+            f"Keras epoch {e} fed {r} real records, more than N = {N}, in full batches with no pass end in "
+            "sight (fit(steps_per_epoch=…) over a repeated dataset, or records repeated within a pass: the "
+            "counts cannot tell). To have it checked, let each Keras epoch be one pass over the data, or "
+            "keep the last partial batch",
+        )
+    msg = f"no batch above B = {B} real records and no pass over the data above N = {N}, as declared"
+    return CheckResult(name, "mismatch", False, 0.0, None, float(per_epoch.max() / N), msg)
 
 
 def _batch_size_mean_check(transcript: Transcript, declared: DeclaredDPSGD, share: float) -> CheckResult:
@@ -188,11 +259,11 @@ def _repeat_bound(declared: DeclaredDPSGD, steps: int) -> float:
 def _repeated_batches_check(transcript: Transcript, bound: float, runs: bool) -> CheckResult:
     name = "repeated_batches"
     if not runs:
-        msg = (
-            f"not tested: the declared sampling repeats a batch by chance with probability up to {bound:.2g} "
-            "(dataset too small for a repeat to be evidence)"
+        reason = (
+            f"the declared sampling repeats a batch by chance with probability up to {bound:.2g} (dataset "
+            "too small for a repeat to be evidence)"
         )
-        return CheckResult(name, "mismatch", False, 0.0, None, float("nan"), msg)
+        return CheckResult.skipped(name, "mismatch", reason)
     steps = np.flatnonzero(transcript.batch_rows > 1)
     _, inverse, counts = np.unique(transcript.batch_keys[steps], return_inverse=True, return_counts=True)
     again = steps[counts[inverse] > 1]
@@ -294,94 +365,6 @@ def _noise_reuse_check(transcript: Transcript, ok: np.ndarray, share: float) -> 
     return CheckResult("noise_reuse", "mismatch", rejected, share, p, c, msg)
 
 
-def _snr_null(b: np.ndarray, k: int, draws: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """(A_i, B_i) with ρ̂_i(ρ) = ρ·A_i + B_i the estimator on draw i when a_t = (ρ b_t + Z_t)/w_t,
-    w_t = √(χ²_k/k): A_i = Σ b²/w / Σ b², and given w, Σ b Z/w ~ N(0, Σ b²/w²)."""
-    total = float(b @ b)
-    A, B = np.empty(draws), np.empty(draws)
-    chunk = max(1, 2_000_000 // b.size)
-    for i in range(0, draws, chunk):
-        n = min(chunk, draws - i)
-        inv_w = 1.0 / np.sqrt(rng.chisquare(k, size=(n, b.size)) / k)
-        A[i : i + n] = inv_w @ (b * b) / total
-        B[i : i + n] = np.sqrt(inv_w**2 @ (b * b)) * rng.standard_normal(n) / total
-    return A, B
-
-
-#: Contiguous blocks of steps for the batch-means spread of ρ̂ (see :func:`_batch_means_sd`).
-SNR_BLOCKS = 10
-
-
-def _batch_means_sd(a: np.ndarray, b: np.ndarray, rho: float) -> float:
-    """The spread of ρ̂ estimated from the run itself by batch means (the estimate on each of
-    :data:`SNR_BLOCKS` contiguous blocks of steps, weighted by the block's Σ b²): it widens the null
-    when successive steps are not independent (the weights move the canaries' gradients, so b_t
-    depends on the earlier noise), which the exact conditional null does not see."""
-    blocks = [
-        blk for blk in np.array_split(np.arange(b.size), min(SNR_BLOCKS, b.size)) if b[blk] @ b[blk] > 0
-    ]
-    if len(blocks) < 2:
-        return 0.0
-    weights = np.array([b[blk] @ b[blk] for blk in blocks]) / float(b @ b)
-    per_block = np.array([b[blk] @ a[blk] / (b[blk] @ b[blk]) for blk in blocks])
-    return float(np.sqrt(np.sum(weights**2 * (per_block - rho) ** 2) * len(blocks) / (len(blocks) - 1)))
-
-
-def _snr_checks(
-    transcript: Transcript, ok: np.ndarray, share: float, seed: int
-) -> tuple[CheckResult, CheckResult]:
-    """ρ̂ = Σ b_t a_t / Σ b_t² against its null (ρ = 1) given the observed b_t, by Monte Carlo: the
-    exact conditional law of independent steps, widened about its centre to the batch-means spread of
-    the run when that is larger (on real trainings ρ̂ varied about 20 % more between seeds than the
-    conditional law says). One-sided p-values (1 + #{null beyond observed}) / (1 + draws)."""
-    a, b = transcript.signal_observed, transcript.signal
-    use = ok & np.isfinite(a) & np.isfinite(b) & (b > 0)
-    left_out = int(np.sum(~ok))
-    names = ("signal_to_noise_high", "signal_to_noise_low")
-    if not use.any():
-        msg = (
-            "not tested: no canary joined any batch (Σ b_t² = 0), so the canaries' signal-to-noise is unseen"
-        )
-        skipped = [CheckResult(n, "mismatch", False, 0.0, None, float("nan"), msg) for n in names]
-        return skipped[0], skipped[1]
-    b, a = b[use], a[use]
-    rho = float(b @ a / (b @ b))
-    draws = min(100_000, max(NULL_DRAWS, math.ceil(8.0 / share)))
-    A, B = _snr_null(b, transcript.probe_dims, draws, np.random.default_rng([seed, 0x5A7]))
-    null = A + B  # ρ̂ on each draw under the declaration (ρ = 1)
-    centre = float(np.mean(null))
-    spread = max(1.0, _batch_means_sd(a, b, rho) / float(np.std(null)))
-    null = np.sort(centre + spread * (null - centre))
-    p_high = (1.0 + draws - np.searchsorted(null, rho, side="left")) / (1.0 + draws)
-    p_low = (1.0 + np.searchsorted(null, rho, side="right")) / (1.0 + draws)
-    j = math.floor(share * (1.0 + draws))  # the (1 − 2·share) interval, by shifting the null to ρ̂
-    lo = rho - (null[draws - j] - centre) if j >= 1 else -math.inf
-    hi = rho + (centre - null[j - 1]) if j >= 1 else math.inf
-    head = (
-        f"signal-to-noise of the canaries is {rho:.3g}× the declared ({100 * (1 - 2 * share):.3g} % interval "
-        f"{_sf(lo)}–{_sf(hi)}"
-    )
-    tail = f", {left_out} step(s) without probe noise left out" if left_out else ""
-    high = p_high <= share
-    low = p_low <= share
-    msg_high = f"{head}, p = {p_high:.2g}{tail}): " + (
-        "noise below σC or clipping above C: the canaries moved the model more than per-example "
-        "clipping at C with noise σC allows, so ε is larger than claimed"
-        if high
-        else "not above what per-example clipping at C with noise σC allows"
-    )
-    msg_low = f"{head}, p = {p_low:.2g}{tail}): " + (
-        "less than per-example clipping at C predicts (e.g. the batch's gradient is clipped instead of each "
-        "example's, or microbatches of several records): the claim is not proven for this code"
-        if low
-        else "not below what per-example clipping at C predicts"
-    )
-    return (
-        CheckResult(names[0], "mismatch", bool(high), share, float(p_high), rho, msg_high),
-        CheckResult(names[1], "mismatch", bool(low), share, float(p_low), rho, msg_low),
-    )
-
-
 def run_checks(
     transcript: Transcript, declared: DeclaredDPSGD, level: float, *, seed: int = 0
 ) -> list[CheckResult]:
@@ -406,7 +389,7 @@ def run_checks(
         "noise_floor": T >= 2,
         "noise_reuse": k >= 2 and int(ok.sum()) >= 2,
         "signal_to_noise_high": signal_seen,
-        "signal_to_noise_low": signal_seen,
+        "signal_to_noise_low": signal_seen and not transcript.stochastic_layers,
         "clipped_sum_residual": transcript.residual is not None,
     }
     as_warning = ASSUMES_SGD_UPDATE if transcript.source == "iterates" else frozenset()
@@ -415,21 +398,29 @@ def run_checks(
     def level_of(name: str) -> float:
         return level if name in as_warning else share
 
-    results = [_steps_check(transcript, declared)]
+    results = [_steps_check(transcript, declared), tap_check(transcript, level)]
     if T == 0:
         return results
-    if not poisson:
-        results.append(_records_per_epoch_check(transcript, declared))
-    if applies["batch_size_mean"]:
+    na, skip = CheckResult.not_applicable, CheckResult.skipped
+    if poisson:
+        results.append(na("records_per_epoch", "mismatch", "Poisson sampling makes no passes over the data"))
         results.append(_batch_size_mean_check(transcript, declared, share))
+    else:
+        results.append(_records_per_epoch_check(transcript, declared))
+        results.append(na("batch_size_mean", "mismatch", "shuffled batches hold B records by construction"))
     results.append(_fixed_size_check(transcript, declared, level))
     results.append(_repeated_batches_check(transcript, repeat_bound, repeat_runs))
     results.append(_noise_present_check(transcript, sq, quiet_bound if relative else 0.0, relative))
     if applies["noise_floor"]:
         results.append(_noise_floor_check(sq, k, allowance, level_of("noise_floor")))
+    else:
+        results.append(na("noise_floor", "mismatch", "one step: no other step's noise to compare with"))
     if applies["noise_reuse"]:
         results.append(_noise_reuse_check(transcript, ok, level_of("noise_reuse")))
-    results.extend(_snr_checks(transcript, ok, level_of("signal_to_noise_high"), seed))
+    else:
+        why = "the probe has one coordinate" if k < 2 else f"only {int(ok.sum())} step(s) carry probe noise"
+        results.append(skip("noise_reuse", "mismatch", f"{why}: no pair of steps' noise to compare"))
+    results.extend(snr_checks(transcript, ok, level_of("signal_to_noise_high"), seed))
     results.append(residual_check(transcript, level_of("clipped_sum_residual"), seed=seed))
     return [
         dataclasses.replace(r, kind="warning", message=r.message + SGD_NOTE) if r.name in as_warning else r
@@ -438,12 +429,14 @@ def run_checks(
 
 
 def check_summary(results: list[CheckResult]) -> str:
-    """A few lines: the mismatch verdict of these checks, then one line per check."""
+    """A few lines: the mismatch verdict of these checks, then one line per check with its status."""
     bad = [r.name for r in results if r.kind == "mismatch" and r.rejected]
+    idle = [r.name for r in results if r.status == SKIPPED]
     lines = [f"DOES NOT MATCH the declared DP-SGD: {', '.join(bad)}" if bad
-             else "matches the declared DP-SGD on every mismatch check"]  # fmt: skip
+             else "matches the declared DP-SGD on every mismatch check that ran"
+             + (f" ({len(idle)} skipped: {', '.join(idle)})" if idle else "")]  # fmt: skip
     for r in results:
-        state = ("REJECTED" if r.kind == "mismatch" else "WARNING") if r.rejected else "passed"
+        state = ("REJECTED" if r.kind == "mismatch" else "WARNING") if r.status == REJECTED else r.status
         p = f", p = {r.p_value:.2g}" if r.p_value is not None else ""
         lines.append(f"  [{state}] {r.name} ({r.kind}, level {r.level:.2g}{p}): {r.message}")
     return "\n".join(lines)

@@ -6,11 +6,17 @@ Three read-only taps, installed when ``fit`` starts:
   records the user's loader delivered) and then runs the user's own step unchanged;
 * ``optimizer.apply_gradients`` is wrapped to copy the privatized gradient it receives on the inert
   rows of the first dense layer (the tap works for SGD, Adam, TF Privacy's DP optimizers and
-  hand-written steps that call it);
+  hand-written steps that call it), with the learning rate and step count the optimizer is about to use;
 * a callback computes, at each step's start, every canary's gradient at the current iterate θ_t (TF's
   ``GradientTape.jacobian``, vectorised), and at its end turns the observed gradient — or, when
   ``apply_gradients`` never ran, minus the change of the inert weights — into the statistics of
   :mod:`dpaudit.onerun.transcript`.
+
+The tap's assumption, that the gradient handed to ``apply_gradients`` is the privatized release, is
+checked at every step (:mod:`dpaudit.onerun.tap`): the optimizer's update of that gradient, replayed on
+the audited weights, must be how they moved. Where it is not (noise or clipping inside the optimizer,
+as Opacus does), the transcript is built from the weights' change instead (source ``"iterates"``).
+The layer that reads the input is found in nested and subclassed models (:mod:`dpaudit.onerun.input_layer`).
 
 Nothing is added to any gradient: canaries reach the model only through the user's batches.
 """
@@ -22,15 +28,22 @@ from typing import Any
 
 import numpy as np
 
-from dpaudit.onerun.canaries import REMEDY, CanaryDesign
+from dpaudit.onerun.canaries import CanaryDesign
 from dpaudit.onerun.declaration import DeclaredDPSGD
+from dpaudit.onerun.input_layer import PASSTHROUGH_LAYERS, first_dense_kernel
 from dpaudit.onerun.pergrad import chain_functions, dense_chain, jacobian_functions
 from dpaudit.onerun.stepstats import canary_statistics, residual_statistics
+from dpaudit.onerun.tap import TOLERANCE, TapVerifier, current_learning_rate
 from dpaudit.onerun.transcript import Transcript
 
-__all__ = ["StepObserver", "first_dense_kernel", "per_example_loss", "stochastic_layers"]
-
-PASSTHROUGH_LAYERS = ("InputLayer", "Flatten", "Reshape", "Dropout")
+__all__ = [
+    "PASSTHROUGH_LAYERS",
+    "StepObserver",
+    "first_dense_kernel",
+    "microbatches",
+    "per_example_loss",
+    "stochastic_layers",
+]
 #: Layers whose training output is random or depends on the rest of the batch: with one of them the
 #: clipped sum cannot be recomputed exactly and the residual check is skipped (and said so).
 STOCHASTIC = ("Dropout", "GaussianNoise", "GaussianDropout", "AlphaDropout", "BatchNormalization")
@@ -40,26 +53,13 @@ CHUNK = 256
 CLIP_RATIO = 4.0
 
 
-def first_dense_kernel(model: Any, features: int) -> Any:
-    """The kernel [features, units] of the dense layer that reads the raw input, or a ``ValueError``."""
-    import tensorflow as tf
-
-    for layer in model.layers:
-        name = type(layer).__name__
-        if name in PASSTHROUGH_LAYERS:
-            continue
-        if isinstance(layer, tf.keras.layers.Dense) and int(layer.kernel.shape[0]) == features:
-            if layer.kernel_regularizer is not None:
-                raise ValueError(
-                    f"layer {layer.name!r} has a kernel regularizer: real records' gradients then move every "
-                    "first-layer weight and no parameter is inert; audit without it"
-                )
-            return layer.kernel
-        raise ValueError(
-            f"the first layer that reads the input is {name} {layer.name!r}, not a Dense layer on all "
-            f"{features} input features: no parameters that only canaries move. Remedy: {REMEDY}"
-        )
-    raise ValueError("the model has no layer that reads the input")
+def microbatches(model: Any) -> int | None:
+    """TF Privacy's ``num_microbatches`` on the optimizer or the model (``None``: per-example clipping)."""
+    for owner in (getattr(model, "optimizer", None), model):
+        value = getattr(owner, "_num_microbatches", None)
+        if value is not None:
+            return int(value)
+    return None
 
 
 def stochastic_layers(model: Any) -> list[str]:
@@ -127,7 +127,18 @@ class StepObserver:
             raise ValueError("the audit observes every step: compile with steps_per_execution=1")
         f = self.design.features
         self._targets = self.design.targets()
-        self.kernel = first_dense_kernel(model, f.features)
+        parts = microbatches(model)
+        if parts is not None and parts > 1:
+            raise ValueError(
+                f"the DP optimizer or model splits each batch into num_microbatches={parts} microbatches: "
+                f"TF Privacy then needs every batch size to be a multiple of {parts}, but canaries join "
+                "batches at random (each with probability q), so TensorFlow would fail inside the optimizer; "
+                "and it clips each microbatch's mean, not each record. Set num_microbatches=None: TF Privacy "
+                "then clips each example on its own, the same DP-SGD as num_microbatches equal to the batch "
+                "size, which is what the declaration describes"
+            )
+        sample = np.zeros_like(self.design.inputs(1.0)[:2])  # valid for any first layer (token ids too)
+        self.kernel = first_dense_kernel(model, f.features, sample, self._rows)
         self._loss = per_example_loss(model, loss)
         self._variables = list(model.trainable_variables)
         self._kernel_index = next(i for i, v in enumerate(self._variables) if v.ref() == self.kernel.ref())
@@ -138,6 +149,8 @@ class StepObserver:
         self._batch_y = tf.Variable(tf.zeros([0], f.y_dtype), shape=tf.TensorShape(None), trainable=False)
         self._grads = [tf.Variable(tf.zeros(v.shape, tf.float32), trainable=False) for v in self._variables]
         self._fired = tf.Variable(0, dtype=tf.int64, trainable=False)
+        self._lr = tf.Variable(0.0, dtype=tf.float32, trainable=False)
+        self._iteration = tf.Variable(0, dtype=tf.int64, trainable=False)
         self._clipped = (
             None
             if stochastic_layers(model)
@@ -160,6 +173,14 @@ class StepObserver:
 
         optimizer = model.optimizer
         original_apply = optimizer.apply_gradients
+        self._verifier = TapVerifier(optimizer, self.kernel)
+        try:
+            current_learning_rate(optimizer)
+            readable = True
+        except (AttributeError, TypeError, ValueError):
+            readable = False  # no learning rate to replay: only the support test runs
+            self._verifier.kind = "unknown"
+            self._verifier.description = self._verifier._describe(type(optimizer).__name__, True)
 
         def apply_gradients(grads_and_vars: Any, *args: Any, **kwargs: Any) -> Any:
             pairs = list(grads_and_vars)
@@ -169,6 +190,9 @@ class StepObserver:
                     self._grads[i].assign(tf.cast(tf.convert_to_tensor(grad), tf.float32))
                     if i == self._kernel_index:
                         self._fired.assign_add(1)
+                        if readable:
+                            self._lr.assign(current_learning_rate(optimizer))
+                            self._iteration.assign(tf.cast(optimizer.iterations, tf.int64))
             return original_apply(pairs, *args, **kwargs)
 
         model.train_step = train_step
@@ -247,10 +271,10 @@ class StepObserver:
 
     def batch_end(self) -> None:
         fired = int(self._fired.numpy()) > self._fired_before
-        if fired:
-            update = [g.numpy().astype(np.float64) for g in self._grads]
-        else:
-            update = [b - v.numpy() for b, v in zip(self._before, self._variables, strict=True)]
+        after = [v.numpy().astype(np.float64) for v in self._variables]
+        moved = [b - a for b, a in zip(self._before, after, strict=True)]
+        tapped = [g.numpy().astype(np.float64) for g in self._grads] if fired else None
+        mismatch = self._tap_mismatch(tapped, after) if tapped is not None else float("nan")
         x = np.asarray(self._batch_x.numpy())
         y = np.asarray(self._batch_y.numpy())
         flat = x.reshape(x.shape[0], -1)
@@ -262,6 +286,22 @@ class StepObserver:
             if j is not None:
                 present[j] = True
         real = ~is_canary
+        clipped = [c.numpy() for c in self._clipped] if self._clipped is not None else None
+        stats: dict[str, Any] = {"iterates": self._statistics(moved, present, clipped)}
+        if tapped is not None:
+            stats["gradients"] = self._statistics(tapped, present, clipped)
+        stats |= {
+            "mismatch": mismatch,
+            "fired": fired,
+            "batch_rows": int(real.sum()),
+            "canary_rows": int(is_canary.sum()),
+            "epoch": max(self._epoch, 0),
+            "batch_key": _batch_key(x[real], y[real]),
+        }
+        self._steps.append(stats)
+
+    def _statistics(self, update: list[np.ndarray], present: np.ndarray, clipped: Any) -> dict[str, Any]:
+        """One step's transcript statistics with ``update`` as the observed privatized gradient."""
         declared = self.declared
         stats = canary_statistics(
             update[self._kernel_index][self._rows],
@@ -272,20 +312,25 @@ class StepObserver:
             declared.noise_multiplier,
             declared.clip_norm,
         )
-        if self._clipped is not None:
-            clipped = [c.numpy() for c in self._clipped]
+        if clipped is not None:
             probe_rows = self.design.features.probe
             stats["residual"] = residual_statistics(
                 update, clipped, self._kernel_index, probe_rows, stats["s_hat"]
             )
-        stats |= {
-            "fired": fired,
-            "batch_rows": int(real.sum()),
-            "canary_rows": int(is_canary.sum()),
-            "epoch": max(self._epoch, 0),
-            "batch_key": _batch_key(x[real], y[real]),
-        }
-        self._steps.append(stats)
+        return stats
+
+    def _tap_mismatch(self, tapped: list[np.ndarray], after: list[np.ndarray]) -> float:
+        """How far the tapped gradient fails to explain the audited weights' change (:mod:`.tap`)."""
+        k, rows = self._kernel_index, self._rows
+        return self._verifier.step(
+            tapped[k][rows],
+            self._before[k][rows],
+            after[k][rows],
+            lr=float(self._lr.numpy()),
+            iteration=int(self._iteration.numpy()),
+            kernel_norm=float(np.linalg.norm(tapped[k])),
+            global_norm=float(np.sqrt(sum(float(np.vdot(g, g)) for g in tapped))),
+        )
 
     # ---------------------------------------------------------------------------------- results
 
@@ -298,17 +343,29 @@ class StepObserver:
         """Whether ``apply_gradients`` received the kernel's gradient at every observed step."""
         return bool(self._steps) and all(s["fired"] for s in self._steps)
 
+    @property
+    def tap_explains(self) -> bool:
+        """Whether the tap saw every step and its gradient explained every tested step's update."""
+        mismatch = np.asarray([s["mismatch"] for s in self._steps], dtype=np.float64)
+        return self.hook_fired and not bool(np.any(mismatch[np.isfinite(mismatch)] > TOLERANCE))
+
     def transcript(self) -> Transcript:
-        """The run so far as a :class:`Transcript` (gradients if the tap saw every step, else iterates)."""
+        """The run so far as a :class:`Transcript`: from the tapped gradients if the tap saw every step
+        and explained every update (:mod:`dpaudit.onerun.tap`), else from the weights' change."""
         if not self._steps:
             raise ValueError("no training step was observed: pass audit.callback() to fit()")
-        steps = self._steps
+        source = "gradients" if self.tap_explains else "iterates"
+        steps = [s[source] | s for s in self._steps]
 
         def stack(key: str, dtype: Any = np.float64) -> np.ndarray:
             return np.asarray([s[key] for s in steps], dtype=dtype)
 
+        fired = any(s["fired"] for s in steps)
+        tap_fields = (
+            {"update_mismatch": stack("mismatch"), "update_rule": self._verifier.description} if fired else {}
+        )
         return Transcript(
-            source="gradients" if self.hook_fired else "iterates",
+            source=source,
             projections=stack("projections"),
             expected=stack("expected"),
             present=stack("present", bool),
@@ -319,17 +376,18 @@ class StepObserver:
             canary_rows=stack("canary_rows", np.int64),
             epoch=stack("epoch", np.int64),
             batch_keys=stack("batch_key", np.uint64),
-            **self._residual_fields(),
+            **self._residual_fields(steps),
+            **tap_fields,
         )
 
-    def _residual_fields(self) -> dict[str, Any]:
+    def _residual_fields(self, steps: list[dict[str, Any]]) -> dict[str, Any]:
         if self._clipped is None:
-            return {}
+            return {"stochastic_layers": tuple(stochastic_layers(self._model))}
         f = self.design.features
         dims = [int(np.prod(v.shape)) for v in self._variables]
         dims[self._kernel_index] -= f.probe.size * int(self.kernel.shape[1])
         return {
-            "residual": np.asarray([s["residual"] for s in self._steps], dtype=np.float64),
+            "residual": np.asarray([s["residual"] for s in steps], dtype=np.float64),
             "residual_dims": np.asarray(dims, dtype=np.int64),
             "residual_names": tuple(v.name for v in self._variables),
         }

@@ -22,12 +22,32 @@ PASSTHROUGH = ("InputLayer", "Flatten")
 Functions = tuple[Callable[[Any, Any], Any], Callable[[Any, Any], list[Any]]]
 
 
-def dense_chain(model: Any) -> list[Any] | None:
-    """The model's Dense layers if it is a plain chain of them (whose trainable variables are their
-    kernels and biases, in order), else ``None``."""
+def _graph_layers(model: Any) -> list[Any] | None:
+    """The layers of a Sequential or functional model in order, nested ones of the same kind flattened;
+    ``None`` where any model on the way is subclassed (its ``call`` may do anything)."""
     import tensorflow as tf
 
-    layers = [layer for layer in model.layers if type(layer).__name__ not in PASSTHROUGH]
+    if not getattr(model, "_is_graph_network", False):
+        return None
+    out: list[Any] = []
+    for layer in model.layers:
+        if isinstance(layer, tf.keras.Model):
+            inner = _graph_layers(layer)
+            if inner is None:
+                return None
+            out.extend(inner)
+        elif type(layer).__name__ not in PASSTHROUGH:
+            out.append(layer)
+    return out
+
+
+def dense_chain(model: Any) -> list[Any] | None:
+    """The model's Dense layers if it is a plain chain of them (whose trainable variables are their
+    kernels and biases, in order; Sequential or functional models nested in one another count), else
+    ``None`` (a subclassed model's ``call`` is not read: the jacobian path serves it)."""
+    import tensorflow as tf
+
+    layers = _graph_layers(model)
     if not layers or not all(type(layer) is tf.keras.layers.Dense for layer in layers):
         return None
     expected = [

@@ -17,17 +17,20 @@ is the usual (1 + #exceedances)/(1 + draws). Bonferroni over the variables and t
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
 from dpaudit.onerun.check import CheckResult
 from dpaudit.onerun.transcript import Transcript
 
-__all__ = ["NAME", "residual_check"]
+__all__ = ["BATCH_MIXING", "NAME", "layer_kinds", "mixing_warnings", "residual_check", "skip_reason"]
 
 NAME = "clipped_sum_residual"
 #: Monte Carlo draws of the null: at least this many, and 5 / (level share), so that a rejection is possible.
 MIN_DRAWS = 2000
+#: Layer types whose training output for one example depends on the rest of its batch.
+BATCH_MIXING = ("BatchNormalization",)
 #: Steps per block of null draws (bounds the memory of T × draws F variates).
 BLOCK = 2_000_000
 
@@ -48,6 +51,44 @@ def _null_means(
     return high, low
 
 
+def layer_kinds(layers: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(layers that mix the examples of a batch, layers that are random in training), by type name
+    (entries "Type 'name'" as :func:`dpaudit.onerun.observer.stochastic_layers` writes them)."""
+    mixing = [x for x in layers if x.split(" ")[0].endswith(BATCH_MIXING)]
+    return mixing, [x for x in layers if x not in mixing]
+
+
+def skip_reason(layers: Sequence[str]) -> str:
+    """Why the residual check cannot run, naming the layers and what each kind does."""
+    mixing, random = layer_kinds(layers)
+    parts = (
+        [f"{', '.join(random)} {'is' if len(random) == 1 else 'are'} random in training"] if random else []
+    )
+    if mixing:
+        parts.append(f"{', '.join(mixing)} mix{'es' if len(mixing) == 1 else ''} the examples of a batch")
+    what = (
+        "; ".join(parts) if parts else "the model has layers that are random or mix the examples of a batch"
+    )
+    return (
+        f"{what}, so the correct clipped sum cannot be recomputed exactly. To have clipping checked, audit a "
+        "run of the same code with those layers off (e.g. Dropout rate 0) or removed"
+    )
+
+
+def mixing_warnings(layers: Sequence[str]) -> list[str]:
+    """A warning per layer that mixes the examples of a batch (batch normalisation): DP-SGD's clipping
+    bounds one record's own gradient, not its effect through the batch statistics on every other
+    record's, and the layer's moving statistics are updated from the data without noise."""
+    mixing, _ = layer_kinds(layers)
+    return [
+        f"{layer} mixes the examples of a batch (one record moves every other record's gradient through the "
+        "batch statistics, which per-example clipping does not bound) and keeps moving statistics updated "
+        "from the data without noise (released with the model, outside DP-SGD's guarantee): the claimed ε "
+        "does not cover it; use a per-example normalisation (LayerNormalization, GroupNormalization) instead"
+        for layer in mixing
+    ]
+
+
 def residual_check(transcript: Transcript, level: float, *, seed: int = 0) -> CheckResult:
     """The residual check at ``level``, two-sided per variable (Bonferroni over both sides of every
     variable); skipped, not rejected, when the run recorded no residuals (a model with random or
@@ -59,11 +100,7 @@ def residual_check(transcript: Transcript, level: float, *, seed: int = 0) -> Ch
     the smallest the residual can be under the declaration, so it stays conservative.
     """
     if transcript.residual is None or transcript.residual_dims is None:
-        return CheckResult(
-            NAME, "mismatch", False, 0.0, None, math.nan,
-            "skipped: the model has layers with random or batch-dependent training output (dropout, batch "
-            "normalisation), so the correct clipped sum cannot be recomputed exactly",
-        )  # fmt: skip
+        return CheckResult.skipped(NAME, "mismatch", skip_reason(transcript.stochastic_layers))
     dims = np.asarray(transcript.residual_dims, dtype=np.int64)
     live = np.flatnonzero(dims > 0)
     share = level / max(2 * live.size, 1)

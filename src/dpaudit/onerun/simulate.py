@@ -88,12 +88,14 @@ def simulate_transcript(
     skip_noise_every: int = 0,
     fixed_batches: bool = False,
     divisor: str = "batch",
+    from_step: float = 0.0,
 ) -> Transcript:
     """One simulated run of ``declared`` (bugs planted by the keyword knobs; see the module docstring).
 
     ``included`` [canaries] bool: which canaries the audit put in. Every Transcript field is filled as
     its docstring defines it; ŝ_t is floored at 1e-300 as the observer does, so a step without noise
-    gives huge finite projections.
+    gives huge finite projections. ``from_step`` in [0, 1): ``signal_ratio`` and ``noise_ratio`` act
+    only from step ⌊from_step·T⌋ on (a bug in the last part of training); before it the step is correct.
     """
     inc = np.asarray(included, dtype=bool).ravel()
     if inc.shape != (canaries,):
@@ -116,11 +118,14 @@ def simulate_transcript(
         xi_p = np.broadcast_to(rng.standard_normal(probe_dims), (T, probe_dims))
     else:
         xi, xi_p = rng.standard_normal((T, canary_dims)), rng.standard_normal((T, probe_dims))
-    scale = np.full(T, noise_ratio * sigma_c)
+    if not 0.0 <= from_step < 1.0:
+        raise ValueError(f"from_step must lie in [0, 1), got {from_step!r}")
+    bugged = np.arange(T) >= int(from_step * T)
+    scale = np.where(bugged, noise_ratio, 1.0) * sigma_c
     if skip_noise_every:
         scale[skip_noise_every - 1 :: skip_noise_every] = 0.0
     n = np.maximum(rows + canary_rows, 1) if divisor == "batch" else np.full(T, declared.batch_size)
-    g_s = (signal_ratio * k_sum + scale[:, None] * xi) / n[:, None]
+    g_s = (np.where(bugged, signal_ratio, 1.0)[:, None] * k_sum + scale[:, None] * xi) / n[:, None]
     probe = scale[:, None] * xi_p / n[:, None]
     s_hat = np.maximum(np.linalg.norm(probe, axis=1) / np.sqrt(probe_dims), 1e-300)
     k_norm = np.linalg.norm(k_sum, axis=1)

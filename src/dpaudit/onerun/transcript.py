@@ -71,6 +71,14 @@ class Transcript:
     residual: np.ndarray | None = None
     residual_dims: np.ndarray | None = None
     residual_names: tuple[str, ...] = ()
+    #: Layers whose training output is random or batch-dependent ("Type 'name'"), as the observer found
+    #: them; with any, ``residual`` is None. Empty when there are none, or the transcript is simulated.
+    stochastic_layers: tuple[str, ...] = ()
+    #: Per step [T], how far the gradient handed to ``apply_gradients`` fails to explain the audited
+    #: weights' change under ``update_rule`` (relative; NaN: untestable; :mod:`dpaudit.onerun.tap`).
+    #: ``None`` when ``apply_gradients`` never received that gradient, or the transcript is simulated.
+    update_mismatch: np.ndarray | None = None
+    update_rule: str = ""
 
     def __post_init__(self) -> None:
         if self.source not in SOURCES:

@@ -5,12 +5,17 @@ Three outcomes, each at the audit's joint level (1 − α with α split once: α
 chance that a correct DP-SGD gets either of the first two is at most α:
 
 * ``VIOLATION PROVEN``: the one-run ε lower bound (Steinke, Nasr & Jagielski 2023, on the transcript
-  scores; it assumes nothing about the mechanism) exceeds the claimed ε;
+  scores) exceeds the claimed ε. It assumes only the audit's own inclusion of canaries when the scores
+  come from the released weights (``source="iterates"``); when they come from the gradient handed to
+  ``apply_gradients`` it also assumes that gradient is the released update, and says whether the tap
+  check confirmed it at every step (:func:`bound_assumption`);
 * ``DOES NOT MATCH ITS DECLARED DP-SGD``: a conformance check rejected (the code is not the mechanism
   the claim was computed for; this is not an ε bound);
-* ``no violation found``, with the power statement: the smallest true ε this audit would have shown
-  above the claim with 80 % probability on the ideal canary game (a perfect attack, m canaries), and
-  the checks that passed.
+* ``no violation found``, with the power statement, and — when a check could not run — ``but N
+  check(s) could not run``: a skipped check is never reported as passed.
+
+Every check is listed under its status (rejected, skipped with its reason and the bug classes it
+leaves unseen, passed, not applicable), and every verdict ends with what to do next.
 """
 
 from __future__ import annotations
@@ -24,18 +29,21 @@ from typing import Any
 import numpy as np
 
 from dpaudit.bounds.onerun import DEFAULT_GUESS_FRACTIONS, OneRunAudit, audit_one_run
-from dpaudit.onerun.check import CheckResult
+from dpaudit.onerun.check import NOT_APPLICABLE, PASSED, SKIPPED, TAP, CheckResult, unseen
 from dpaudit.onerun.conformance import run_checks
 from dpaudit.onerun.declaration import DeclaredDPSGD
 from dpaudit.onerun.power import detectable_epsilon
+from dpaudit.onerun.residual import mixing_warnings
 from dpaudit.onerun.transcript import Transcript, transcript_scores
 
-__all__ = ["MISMATCH", "NO_VIOLATION", "POWER", "VIOLATION", "Verdict", "decide"]
+__all__ = ["MISMATCH", "NO_VIOLATION", "POWER", "VIOLATION", "Verdict", "bound_assumption", "decide"]
 
 VIOLATION = "VIOLATION PROVEN"
 MISMATCH = "DOES NOT MATCH ITS DECLARED DP-SGD"
 NO_VIOLATION = "no violation found"
 POWER = 0.8
+#: Where a user reads how to raise the audit's power.
+DOCS = "docs/one-run.md"
 
 
 @dataclass(frozen=True)
@@ -55,6 +63,8 @@ class Verdict:
     warnings: tuple[str, ...]
     declaration: str
     scores: np.ndarray = dataclasses.field(repr=False, compare=False)
+    #: What the ε lower bound assumes besides the audit's random inclusion (:func:`bound_assumption`).
+    assumption: str = "assumes nothing about the mechanism"
 
     @property
     def caught(self) -> bool:
@@ -69,36 +79,76 @@ class Verdict:
     def mismatches(self) -> tuple[CheckResult, ...]:
         return tuple(c for c in self.checks if c.kind == "mismatch" and c.rejected)
 
+    def _named(self, status: str) -> list[str]:
+        return sorted({c.name for c in self.checks if c.status == status})
+
+    @property
+    def skipped(self) -> tuple[CheckResult, ...]:
+        """Checks that apply but could not run (first of each name over the runs)."""
+        first = {c.name: c for c in reversed(self.checks) if c.status == SKIPPED}
+        return tuple(first[n] for n in sorted(first))
+
+    def next_step(self) -> str:
+        """What to do next, for this status."""
+        if self.status == VIOLATION:
+            return (
+                "the code leaks more than its claim: do not publish the claimed ε; find the cause (the "
+                "rejected checks, if any, point at it), fix it and audit again"
+            )
+        if self.status == MISMATCH:
+            return (
+                "the claimed ε was computed for another mechanism and does not hold for this code: fix what "
+                "the rejected check names (or the declaration, if its numbers are wrong) and audit again"
+            )
+        if self.skipped:
+            return (
+                "the bugs of the skipped checks are unseen: make them run (each line above says how) and "
+                "audit again, or state the claim with that gap"
+            )
+        return (
+            f"nothing found at this power; to see smaller leaks, raise it as {DOCS} (How much an audit can "
+            "see) says: more canaries, more audit-only input columns, or pooled runs"
+        )
+
     def headline(self) -> str:
         """The verdict's first line."""
         pct = f"{100 * self.confidence:g} %"
         if self.status == VIOLATION:
             return (
                 f"{VIOLATION}: ε ≥ {self.epsilon_lower:.3g} > claimed {self.claimed_epsilon:.3g} "
-                f"({pct}, assumes nothing)"
+                f"({pct}, {self.assumption})"
             )
         if self.status == MISMATCH:
             names = ", ".join(sorted({c.name for c in self.mismatches}))
             return f"{MISMATCH}: {names} ({pct})"
-        passed = ", ".join(sorted({c.name for c in self.checks if c.kind == "mismatch"}))
         reach = (
             f"this audit detects true ε ≥ {self.detectable_epsilon:.3g} with {100 * POWER:g} % power at "
             f"m = {self.bound.canaries}"
             if math.isfinite(self.detectable_epsilon)
             else f"at m = {self.bound.canaries} not even a perfect attack could prove ε above the claim"
         )
-        return f"{NO_VIOLATION}; {reach}, and these checks passed: {passed}"
+        skipped = self.skipped
+        if skipped:
+            names = ", ".join(c.name for c in skipped)
+            return f"{NO_VIOLATION}, but {len(skipped)} check(s) could not run: {names}; {reach}"
+        return f"{NO_VIOLATION}; {reach}, and every check that applies ran and passed"
 
     def __str__(self) -> str:
         lines = [self.headline(), f"  declared: {self.declaration}"]
         lines.append(
             f"  ε lower bound {self.epsilon_lower:.3g} (steinke, {100 * self.bound.confidence:g} % "
             "share of the "
-            f"joint level, assumes nothing) from {self.bound.canaries} canaries ({self.included} included) "
+            f"joint level; {self.assumption}) from {self.bound.canaries} canaries ({self.included} included) "
             f"in {self.runs} run(s)"
         )
-        lines += [f"  mismatch: {c.message}" for c in self.mismatches]
+        lines += [f"  mismatch: {c.name}: {c.message}" for c in self.mismatches]
+        lines += [f"  skipped: {c.name}: {c.message.removeprefix('skipped: ')}; unseen: {unseen(c.name)}"
+                  for c in self.skipped]  # fmt: skip
+        listed = [f"{s}: {', '.join(self._named(s))}" for s in (PASSED, NOT_APPLICABLE) if self._named(s)]
+        if listed:
+            lines.append(f"  {'; '.join(listed)}")
         lines += [f"  WARNING: {w}" for w in self.warnings]
+        lines.append(f"  next: {self.next_step()}")
         return "\n".join(lines)
 
     def as_dict(self) -> dict[str, Any]:
@@ -114,8 +164,23 @@ class Verdict:
             "runs": self.runs,
             "canaries": self.bound.canaries,
             "included": self.included,
+            "assumption": self.assumption,
             "mismatches": [c.name for c in self.mismatches],
+            "skipped": [c.name for c in self.skipped],
             "warnings": list(self.warnings),
+            "next": self.next_step(),
+            "checks": [
+                {
+                    "name": c.name,
+                    "kind": c.kind,
+                    "status": c.status,
+                    "level": c.level,
+                    "p_value": c.p_value,
+                    "statistic": c.statistic,
+                    "message": c.message,
+                }
+                for c in self.checks
+            ],  # fmt: skip
         }
 
 
@@ -156,6 +221,7 @@ def decide(
         c for run, t in enumerate(transcripts) for c in run_checks(t, declared, check_level, seed=seed + run)
     ]
     notes = [c.message for c in checks if c.kind == "warning" and c.rejected]
+    notes += [w for t in transcripts for w in mixing_warnings(t.stochastic_layers)]
     if any(t.source == "iterates" for t in transcripts):
         notes.append(
             "the optimizer's apply_gradients never received the first layer's gradient: the evidence is the "
@@ -188,4 +254,24 @@ def decide(
         warnings=tuple(dict.fromkeys(notes)),
         declaration=declared.describe(),
         scores=scores,
+        assumption=bound_assumption(transcripts, checks),
     )
+
+
+def bound_assumption(transcripts: Sequence[Transcript], checks: Sequence[CheckResult]) -> str:
+    """What the transcript-score bound assumes about the mechanism (its label).
+
+    Scores computed from the weights' change are functions of the released iterates, which DP-SGD's
+    guarantee covers whatever the optimizer: the bound then assumes nothing about the mechanism (only
+    the audit's own random inclusion). Scores computed from the gradient handed to ``apply_gradients``
+    assume that gradient is the released update (noise or clipping inside the optimizer would be
+    missed); the label says whether the tap check confirmed it at every step."""
+    if all(t.source == "iterates" for t in transcripts):
+        return "assumes nothing about the mechanism: scores from the released weights"
+    tap = [c for c in checks if c.name == TAP]
+    base = "assumes the gradient passed to apply_gradients is the released update"
+    if tap and all(c.status == PASSED for c in tap):
+        return f"{base}; checked at every step"
+    if any(c.rejected for c in tap):
+        return f"{base}; the tap check found it is not"
+    return f"{base}; not checked"
