@@ -10,6 +10,7 @@ import pytest
 from dpaudit.fidelity import Measured, ProfileResult, write_profile_result
 from dpaudit.fidelity.claims import CLAIMS, Rule
 from dpaudit.fidelity.evidence import Evidence, Observed
+from dpaudit.fidelity.papers import FIDELITY_RESULTS
 from dpaudit.fidelity.profiles import PROFILE_MODULES
 from dpaudit.fidelity.table import (
     FIDELITY_CSV,
@@ -19,31 +20,33 @@ from dpaudit.fidelity.table import (
     read_fidelity_csv,
     write_fidelity_csv,
 )
-from dpaudit.references import PAPER_RESULTS, REFERENCES
+from dpaudit.references import REFERENCES
 
 
 def _observed(value: float, low: float | None = None, high: float | None = None) -> Observed:
-    return Observed(value, "test", True, "test", "test", low, high)
+    interval = "95 % CI" if low is not None else ""
+    return Observed(value, "test", True, "test", "test", low, high, interval=interval)
 
 
 def test_rules_near_at_least_at_most() -> None:
-    near = Rule("near", 0.05)
+    near = Rule("near", 0.05, "test")
     assert near.holds(0.17, _observed(0.21))
     assert not near.holds(0.17, _observed(0.266, 0.205, 0.326))  # Bernau's adult Adv: outside both
     assert near.holds(0.17, _observed(0.30, 0.15, 0.40))  # the paper's number inside the interval
-    assert Rule("at_least", 0.0).holds(50.0, _observed(123.0))
-    assert not Rule("at_least", 0.0).holds(50.0, _observed(49.0))
-    assert Rule("at_most", 0.0).holds(0.3, _observed(0.29))
-    assert not Rule("at_most", 0.0).holds(0.3, _observed(1.18))  # Negoescu's "all below 0.3" on adult
+    assert Rule("at_least", 0.0, "test").holds(50.0, _observed(123.0))
+    assert not Rule("at_least", 0.0, "test", upper=100.0).holds(50.0, _observed(123.0))
+    assert not Rule("at_least", 0.0, "test").holds(50.0, _observed(49.0))
+    assert Rule("at_most", 0.0, "test").holds(0.3, _observed(0.29))
+    assert not Rule("at_most", 0.0, "test").holds(0.3, _observed(1.18))  # Negoescu's "all below 0.3" on adult
 
 
 def test_every_paper_result_has_one_claim_and_real_sources() -> None:
-    keys = [r.key for r in PAPER_RESULTS]
+    keys = [r.key for r in FIDELITY_RESULTS]
     assert len(keys) == len(set(keys))
     assert {c.result for c in CLAIMS} == set(keys)
-    assert {r.paper for r in PAPER_RESULTS} >= {"NASR_2021", "BERNAU", "ERLINGSSON", "NEGOESCU", "AERNI"}
-    assert all(r.paper in REFERENCES for r in PAPER_RESULTS)
-    assert any(r.paper == "STEINKE_NASR_JAGIELSKI" for r in PAPER_RESULTS)
+    assert {r.paper for r in FIDELITY_RESULTS} >= {"NASR_2021", "BERNAU", "ERLINGSSON", "NEGOESCU", "AERNI"}
+    assert all(r.paper in REFERENCES for r in FIDELITY_RESULTS)
+    assert any(r.paper == "STEINKE_NASR_JAGIELSKI" for r in FIDELITY_RESULTS)
 
 
 def test_clopper_pearson_cap_is_the_papers_5_60(repo_root: Path) -> None:
@@ -59,8 +62,11 @@ def _audit_file(root: Path, audit: str, groups: dict) -> None:
 
 
 def test_verdicts_from_constructed_results(tmp_path: Path) -> None:
-    group = "setting=rb0.9_local-bounded/attack=di"
-    _audit_file(tmp_path, "adult-identifiability", {group: {"advantage_decision": 0.18, "delta_prime": 0.5}})
+    ci = {"advantage_decision_low": 0.12, "advantage_decision_high": 0.24}
+    _audit_file(tmp_path, "adult-identifiability", {
+        "setting=rb0.9_local-bounded/attack=di": {"advantage_decision": 0.18, "delta_prime": 0.5, **ci},
+        "setting=rb0.9_local-unbounded/attack=di": {"advantage_decision": 0.18, **ci},
+    })  # fmt: skip
     write_profile_result(
         tmp_path / "reproductions",
         ProfileResult(
@@ -68,10 +74,10 @@ def test_verdicts_from_constructed_results(tmp_path: Path) -> None:
             {"epsilon_star_largest": Measured(0.9, "Epsilon*", "estimate")},
         ),
     )  # fmt: skip
-    rows = {r.result: r for r in fidelity_rows(Evidence(tmp_path))}
-    assert rows["bernau-adv-ls-bounded"].verdict == "reproduced"  # 0.18 vs 0.17 ± 0.05
-    assert rows["bernau-delta-prime"].verdict == "differs"  # 0.5 vs 0, and above δ
-    assert rows["negoescu-adult-max"].verdict == "qualitatively"  # 0.9 > 0.3 but < 1
+    rows = {r.result: r for r in fidelity_rows(Evidence(tmp_path)) if r.role == "decides"}
+    assert rows["bernau-adv-ls-bounded"].verdict == "reproduced"  # pooled 0.18 vs 0.17 ± 0.05
+    assert rows["bernau-delta-prime"].verdict == "differs"  # 0.5: above δ
+    assert rows["negoescu-adult-max"].verdict == "differs"  # 0.9 > 0.3 (no weaker statement of the paper)
     assert rows["nasr-f"].verdict == "missing"  # no instantiation results here
     assert rows["steinke-one-run"].verdict == "missing"
 

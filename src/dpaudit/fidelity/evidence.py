@@ -14,20 +14,35 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from dpaudit.fidelity.profile import ProfileResult, read_profile_result
 from dpaudit.io import read_json
 
-__all__ = ["Evidence", "Observed"]
+__all__ = ["INTERVALS", "ROLES", "Evidence", "Observed", "Role"]
+
+
+Role = Literal["paper", "also", "beyond"]
+#: ``paper``: the paper's own estimator in its setting, or the closest the machine allows (the first
+#: such row present decides the claim); ``also``: the paper's estimator in another setting (its own
+#: verdict, never counted); ``beyond``: another estimator or a modified protocol (never judged).
+ROLES: tuple[str, ...] = ("paper", "also", "beyond")
+#: What a number's low/high are. Only a confidence interval ("… % CI") may put the paper's number inside.
+INTERVALS: tuple[str, ...] = (
+    "95 % CI", "≥ 90 % CI (ratio of 95 % limits)", "±1 s.e.", "min–max over seeds", "min–max over models",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
 class Observed:
     """dpaudit's number for one claim, on the same scale as the paper's.
 
-    ``same_estimator`` says whether it was computed with the paper's own estimator; ``setting`` is
-    dpaudit's setting in a few words; ``source`` the file and key it was read from.
+    ``same_estimator`` says whether it was computed with the paper's own estimator and ``role`` how
+    the row enters the claim (:data:`ROLES`); ``setting`` is dpaudit's setting in a few words;
+    ``source`` the file and key it was read from; ``low``/``high`` its limits and ``interval`` what
+    they are (:data:`INTERVALS`); ``needed`` the trial count per world at which the paper's estimator
+    would reach the paper's number at the rates dpaudit observed (``math.inf``: at no count), and
+    ``trials`` the count per world dpaudit ran.
     """
 
     value: float
@@ -37,6 +52,21 @@ class Observed:
     source: str
     low: float | None = None
     high: float | None = None
+    interval: str = ""
+    needed: float | None = None
+    role: Role = "paper"
+    trials: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise ValueError(f"Observed.role must be one of {ROLES}, got {self.role!r}")
+        if (self.low is not None or self.high is not None) and self.interval not in INTERVALS:
+            raise ValueError(f"{self.source}: limits need a labelled kind, one of {INTERVALS}")
+
+    @property
+    def confidence_interval(self) -> bool:
+        """True when low/high are a confidence interval: the only kind that can contain the paper's number."""
+        return "CI" in self.interval and self.low is not None and self.high is not None
 
 
 class Evidence:

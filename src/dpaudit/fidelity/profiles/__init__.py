@@ -18,6 +18,7 @@ PROFILE_MODULES: dict[str, str] = {
     "nasr-f-paper-regime": "dpaudit.fidelity.profiles.nasr_f",
     "nasr-f-trainer": "dpaudit.fidelity.profiles.nasr_f_trainer",
     "nasr-d-crafters": "dpaudit.fidelity.profiles.nasr_d",
+    "nasr-ad-paper-trials": "dpaudit.fidelity.profiles.nasr_ad",
     "nasr-e-paper-placement": "dpaudit.fidelity.profiles.nasr_e",
     "erlingsson-overfit": "dpaudit.fidelity.profiles.erlingsson",
     "negoescu-adult": "dpaudit.fidelity.profiles.negoescu",
