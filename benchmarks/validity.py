@@ -6,7 +6,8 @@ discrete mechanism with heavy ties, the Gaussian mechanism, the Poisson-subsampl
 steps — and runs them through the same public paths users take: the ``dpaudit scores`` command
 (in-process, files on disk, JSON output), :func:`dpaudit.bounds.auditor.one_run_lower_bound`, the
 canaries audit's per-model headline, the instantiation audit's per-step bound
-(``validity_stepwise.py``) and the one-run analyses (``validity_onerun.py``). Inputs arrive in an
+(``validity_stepwise.py``), the one-run analyses (``validity_onerun.py``), and the TPR-at-FPR interval
+with the canaries audit's "canaries above population" finding (``validity_rates.py``). Inputs arrive in an
 adversarial order (excluded / out trials first, sorted scores), and δ = 0 and δ > 0 are both
 tried. It prints one row per check — the overclaim rate with its Monte Carlo standard error — and
 exits non-zero if any rate exceeds 1 − c + 2 s.e., or if a result depends on the order of its input.
@@ -44,6 +45,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:  # loaded by file path (the tests): find the shared helpers and siblings
     sys.path.insert(0, str(HERE))
 import validity_onerun  # noqa: E402
+import validity_rates  # noqa: E402
 import validity_stepwise  # noqa: E402
 import validity_transcript  # noqa: E402
 from _validity_common import LEVEL, row, table  # noqa: E402, F401 (table: the tests print it)
@@ -278,7 +280,7 @@ def run(quick: bool = False, seed: int = 0) -> list[dict]:
     """Every check's row (see :func:`row`), the sibling suites' rows included."""
     rows = scores_checks(quick, seed) + one_run_checks(quick, seed) + canaries_checks(quick, seed)
     rows += invariance_checks(seed)
-    rows += validity_transcript.run(quick=quick, seed=seed)
+    rows += validity_transcript.run(quick=quick, seed=seed) + validity_rates.run(quick=quick, seed=seed)
     return rows + validity_stepwise.run(quick=quick, seed=seed) + validity_onerun.run(quick=quick, seed=seed)
 
 

@@ -42,5 +42,6 @@ def test_reduced_suite_every_estimator_holds_its_level(suite):
     assert not failed, suite.table(failed)
     names = {r["estimator"] for r in rows}
     expected = {"dpaudit scores headline", "one_run_lower_bound (k± = m/10)",
-                "canaries per-model headline (3 types)", "every auditor estimator + one-run"}  # fmt: skip
+                "canaries per-model headline (3 types)", "every auditor estimator + one-run",
+                "tpr_at_fpr 95 % interval", "canaries above population (evaluate)"}  # fmt: skip
     assert expected <= names

@@ -179,6 +179,31 @@ def test_selena_student_learns_a_toy_problem() -> None:
     assert (acc > 0.9).all()
 
 
+def test_selena_distils_the_split_ai_soft_labels_not_the_hard_ones() -> None:
+    """Random labels can only be memorised. The released student must learn each member's Split-AI soft
+    label (Tang et al.: the privacy comes from distilling outputs of sub-models that never saw the
+    record): its outputs on members stay within 0.1 in total variation of those soft labels and give
+    the member's own random label the soft label's probability, not the ≈ 1 of a model that saw it.
+    Distilling the hard labels y gives TV ≈ 0.57 and own-label probability ≈ 1; the soft labels'
+    argmax (one-hot) gives TV ≈ 0.3."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 10)).astype(np.float32)
+    y = rng.integers(0, 4, 40)
+    model = mlp("toy", 10, 4, (64,))
+    mask = np.ones((2, 40), bool)
+    mask[:, ::4] = False
+    cfg = SelenaConfig(submodels=4, excluded=2, learning_rate=0.5, epochs=150, distill_epochs=150,
+                       sampling_rate=0.25)  # fmt: skip
+    soft = split_ai(model, X, y, mask, cfg, seed=0).targets  # the same seed: train_selena's Split-AI
+    students = train_selena(model, X, y, mask, cfg, seed=0)
+    out = model.predict_proba(students, X)  # [T, N, C]
+    tv = 0.5 * np.abs(out - soft).sum(axis=-1)[mask]
+    own, own_soft = out[:, np.arange(40), y][mask], soft[:, np.arange(40), y][mask]
+    assert tv.mean() < 0.1
+    assert own.mean() == pytest.approx(own_soft.mean(), abs=0.05) and own.mean() < 0.6
+    assert soft.max(axis=-1)[mask].mean() < 0.8  # the soft labels are soft: a one-hot target would differ
+
+
 @pytest.mark.parametrize(
     ("cls", "kwargs", "key"),
     [

@@ -209,6 +209,19 @@ def lira_scores(
     return per_aug.mean(axis=-1)
 
 
+def augmentation_scale(confidences: np.ndarray, min_std: float = DEFAULT_MIN_STD) -> np.ndarray:
+    """One standard deviation per query augmentation, ``[A]``: the pooled within-canary standard
+    deviation of every model's confidence, σ_a² = Σ_k Σ_m (φ_kma − φ̄_ka)² / (K (M − 1)), floored at
+    ``min_std``. It reads no membership bit (both sides pooled around the canary's mean), so it cannot
+    carry a target's own bit into its score; :func:`lira_scores_with_references` scales by it."""
+    phi = np.asarray(confidences, dtype=np.float64)
+    if phi.ndim == 2:
+        phi = phi[..., None]
+    centred = phi - phi.mean(axis=1, keepdims=True)
+    var = (centred**2).sum(axis=(0, 1)) / (phi.shape[0] * (phi.shape[1] - 1))
+    return np.maximum(np.sqrt(var), min_std)
+
+
 def lira_scores_with_references(
     confidences: np.ndarray, membership: np.ndarray, references: np.ndarray, *, mode: Mode = "online"
 ) -> np.ndarray:
@@ -217,18 +230,31 @@ def lira_scores_with_references(
     RMIA can be compared on the same few models.
 
     μ_in and μ_out are the means over the references that did / did not train on canary k. With one
-    or two references per side no per-canary variance exists; Carlini et al. then fix one variance
-    for every decision, and with one shared σ neither ranking depends on its value: online scores
-    ``(φ − μ_out)² − (φ − μ_in)²`` (the log-likelihood ratio times 2σ²), offline ``φ − μ_out``
-    (ordered like −log Pr(Z > φ)). Augmentations are averaged like :func:`lira_scores`.
+    or two references per side no per-canary variance exists, so Carlini et al.'s fixed-variance
+    option applies: one σ_a per augmentation a for every decision and both sides
+    (:func:`augmentation_scale`; it reads every model's confidences but no membership bit). Each
+    augmentation is scored like :func:`lira_scores` scores it and the scores are averaged over the A
+    augmentations, as Carlini et al.'s released code does:
+
+    - online: the log-likelihood ratio ``((φ_a − μ_out,a)² − (φ_a − μ_in,a)²) / (2 σ_a²)``;
+    - offline: the one-sided ``−log Pr(Z_a > φ_a)``, Z_a ~ N(μ_out,a, σ_a²).
+
+    Without augmentations (A = 1) σ is one number, so the ranking, and every rate or bound computed
+    from it, is that of ``(φ − μ_out)² − (φ − μ_in)²`` (online) and ``φ − μ_out`` (offline). With
+    A > 1 the per-augmentation scores are averaged, not the confidences: averaging φ − μ_out over the
+    augmentations (an earlier version) ranks like a test on the mean confidence, not like the mean of
+    the per-augmentation scores :func:`lira_scores` averages.
     """
     phi, member = _as_grid(confidences, membership)
     refs = np.asarray(references)
     if refs.ndim != 3 or refs.shape[:2] != member.shape:
         raise ValueError(f"references must be [K, M, r] for membership {member.shape}, got {refs.shape}")
+    if mode not in ("online", "offline"):
+        raise ValueError(f"mode must be 'online' or 'offline', got {mode!r}")
     rows = np.arange(phi.shape[0])[:, None, None]
     ref_phi = phi[rows, refs]  # [K, M, r, A]
     ref_in = member[rows, refs][..., None].astype(np.float64)  # [K, M, r, 1]
+    sigma = augmentation_scale(phi)  # [A]
 
     def side_mean(weight: np.ndarray, side: str) -> np.ndarray:
         count = weight.sum(axis=2)
@@ -238,8 +264,6 @@ def lira_scores_with_references(
 
     mu_out = side_mean(1.0 - ref_in, "out")
     if mode == "offline":
-        return (phi - mu_out).mean(axis=-1)
-    if mode != "online":
-        raise ValueError(f"mode must be 'online' or 'offline', got {mode!r}")
+        return (-norm.logsf((phi - mu_out) / sigma)).mean(axis=-1)
     mu_in = side_mean(ref_in, "in")
-    return ((phi - mu_out) ** 2 - (phi - mu_in) ** 2).mean(axis=-1)
+    return (((phi - mu_out) ** 2 - (phi - mu_in) ** 2) / (2.0 * sigma**2)).mean(axis=-1)

@@ -158,8 +158,18 @@ def rmia_scores(
 
     With few population records the count saturates: every strongly member-like x scores 1, and a
     threshold at a low FPR cannot split the tie. ``refine_ties`` orders equal counts by LR(x), adding
-    ``(1/Z)·0.999·σ(log LR(x))`` (σ the logistic), which never reorders different counts; a larger
-    LR(x) is the count that a larger γ would keep, so this is the score's own refinement.
+    ``(1/Z)·0.999·σ(log LR(x))`` (σ the logistic), which never reorders different counts.
+
+    ``refine_ties`` is a choice of this project, not part of Zarifzadeh et al.'s RMIA (the paper's
+    score is the count alone, ties included). Its justification has a limited scope: for decisions
+    that share the target model *and* the reference models, the LR(z) are the same, so the count
+    #{z : LR(x) ≥ γ′·LR(z)} at every γ′ ≥ γ is non-decreasing in LR(x), and ordering tied counts by
+    LR(x) is the order a stricter γ would give. Across target models or reference sets (the audit's
+    one global threshold compares decisions of all targets, whose references differ per canary) the
+    LR(z) differ and no such argument holds: there it is a heuristic tie-break that changes which
+    decisions pass a low-FPR threshold. It cannot make a bound invalid (LR(x) is computed from the
+    target's output and its references, blind to the target's membership bit, like the count), but
+    RMIA's rates with it are not the paper's rates; the canaries attack uses it and says so.
     """
     member = _check_membership(membership)
     K, M = member.shape

@@ -32,8 +32,8 @@ when the caller declares that its assumption holds. It states the level the call
 over every bound it maximises (Bonferroni shares), so scores of unknown origin can never headline
 a Gaussian-family bound: randomised response at ε = 1 gives GDP "bounds" of ∞ at δ = 0.
 
-Attack-strength figures with intervals: TPR at fixed FPR (two-sided Clopper–Pearson interval on the
-TPR at the empirical threshold, conditional on it), AUROC (sklearn; Hanley & McNeil 1982 normal
+Attack-strength figures with intervals: TPR at fixed FPR (two-sided, with the threshold's own
+uncertainty: :func:`dpaudit.bounds.strength.tpr_interval`), AUROC (sklearn; Hanley & McNeil 1982 normal
 interval), advantage max(TPR − FPR) (DKW band, Massart's constant: both empirical CDFs inside
 ±√(ln(4/(1−c))/(2n)) jointly). Intervals are two-sided at ``confidence``.
 

@@ -4,8 +4,10 @@ For score sets whose ``member`` bits were NOT drawn by the audit (e.g. one model
 user's own member list): a threshold sweep there is evidence about this model and these records,
 no bound on the training algorithm's ε, so this estimator emits no ε at all and nothing counted.
 Per set, at the audit's confidence (each interval two-sided on its own, :mod:`dpaudit.bounds.strength`):
-TPR at each FPR of the param ``fpr_levels`` (comma-separated, default ``0.001,0.01,0.05``) with its
-Clopper–Pearson interval, AUROC (Hanley–McNeil) and the advantage max(TPR − FPR) (DKW band).
+TPR at each FPR of the param ``fpr_levels`` (comma-separated, default ``0.001,0.01,0.05``) with an
+interval that accounts for the threshold being set on the same negatives
+(:func:`~dpaudit.bounds.strength.tpr_interval`: order statistics for the negatives' quantile, then
+Clopper–Pearson on the hits), AUROC (Hanley–McNeil) and the advantage max(TPR − FPR) (DKW band).
 """
 
 from __future__ import annotations

@@ -16,7 +16,8 @@ attack gives one score per (canary k, target m): K·M decisions, half of them "i
   Aerni et al.'s adaptive attack (the defence hides confidences, but a memorised wrong label shows).
 - On the non-private releases (undefended, the published heuristics): RMIA (Zarifzadeh et al. 2024,
   :mod:`dpaudit.attacks.rmia`) with 1 reference model offline and 4 online (ties of its count split
-  by LR(x)), LiRA fitted on exactly the same reference models, and ``threshold_confidence``, the
+  by LR(x): ``refine_ties``, this project's choice, not the paper's), LiRA fitted on exactly the same
+  reference models (one fixed σ per augmentation), and ``threshold_confidence``, the
   population-level attack the heuristics were published with (one global threshold on φ).
 
 Every (defence, attack, canary type) is one score set of K_t·M decisions (group ``defence`` /

@@ -5,8 +5,9 @@ a low FPR on its *most vulnerable* records (canaries), next to the population-st
 averages over typical records (here: clean canaries under the defence's own attack). The attack
 stage's score sets (one per defence × attack × canary type) are audited into one table
 (:func:`dpaudit.bounds.audit.audit_score_sets`, estimators :mod:`~dpaudit.bounds.estimators.rates`
-and :mod:`~dpaudit.bounds.estimators.lira`): TPR at each FPR level with a two-sided Clopper–Pearson
-interval and the AUROC of every set; per defence the ε lower bounds from one decision per target
+and :mod:`~dpaudit.bounds.estimators.lira`): TPR at each FPR level with a two-sided interval that
+accounts for the threshold's estimation (:func:`dpaudit.bounds.strength.tpr_interval`) and the AUROC
+of every set; per defence the ε lower bounds from one decision per target
 model on each single-record canary type (counted; the level is split once over every type and
 estimator of the defence, so the defence's headline holds at the confidence jointly) and the pooled
 estimate. Beside them: every accountant's ε and the test accuracy.
@@ -110,7 +111,7 @@ def summary_scores(
     tag: str, canary_tpr: float, population_tpr: float, population_high: float
 ) -> dict[str, float]:
     """The summary's attack figures at the FPR ``tag``: a ratio only where the population-style rate is
-    not 0; a rate of 0 is shown with its Clopper–Pearson upper limit instead (a ratio to a floor would
+    not 0; a rate of 0 is shown with its upper limit instead (a ratio to a floor would
     be arbitrary)."""
     canary, population = summary_score_names(tag)
     scores = {canary: canary_tpr, population: population_tpr}

@@ -18,6 +18,13 @@ from dpaudit.experiments.canaries.design.comparison import COMPARED
 from dpaudit.layout import Audit
 from dpaudit.results import AuditBlocks, ReportSection, TableSpec, annotate, audit_section, percent
 
+#: How every TPR interval of this section is made (:func:`dpaudit.bounds.strength.tpr_interval`).
+INTERVALS = (
+    "two-sided at the audit's confidence, with the threshold's own uncertainty (an order-statistic "
+    "interval for the out-decisions' 1 − FPR quantile, Clopper–Pearson on the hits beyond each end; "
+    "a lower limit of 0 where too few out-decisions can place a threshold at that FPR)"
+)
+
 
 def summary_scores_declared(level: float) -> dict[str, str]:
     """Scores carried by every summary row: TPRs at the lowest FPR level ``level``."""
@@ -67,9 +74,10 @@ def heuristic_table(
             "Published attack: the population-level attack each defence was evaluated with (one global "
             "threshold on the released confidence) on clean records. Best canaries: the largest TPR among "
             "the adaptive attacks (LiRA, RMIA, label-only) on the canary types chosen for the defence. "
-            "Intervals: two-sided Clopper–Pearson at the audit's confidence. 'Canaries above population' "
-            "compares the best set's lower limit, widened for the choice among the candidates, with the "
-            "population's upper limit, jointly at that confidence. Top natural: the most vulnerable clean "
+            f"Intervals: {INTERVALS}. 'Canaries above population': the largest of the n candidates' "
+            "one-sided lower limits, each at (1 − c)/(2n) (Bonferroni over the candidates), lies above the "
+            "population's one-sided upper limit at (1 − c)/2, so the claim holds at the audit's "
+            "confidence c. Top natural: the most vulnerable clean "
             "records, chosen on half of the target models and measured on the other half. Matched DP-SGD: "
             "the noisiest setting at least as accurate as the defence (the most accurate where none is), "
             "attacked by LiRA."
@@ -90,7 +98,7 @@ def comparison_table(blocks: AuditBlocks, rows: list[dict[str, Any]], level: flo
             "r1: one reference model that did not train on the canary (offline; RMIA approximates the "
             "in-side linearly); r4: two that did and two that did not (online). LiRA on the same models "
             "shares one variance across decisions; lira_online_logit uses all other models as shadows. "
-            "Two-sided Clopper–Pearson intervals at the audit's confidence."
+            f"Intervals: {INTERVALS}."
         ),
     )
 
@@ -101,11 +109,13 @@ def heuristic_findings(rows: list[dict[str, Any]], check: float) -> list[str]:
     out = []
     for r in rows:
         pop, can = r["population"][f"{check:g}"], r["canary"][f"{check:g}"]
+        proof = f"{r.get('joint_type', r['best_type'])} canaries under "
+        proof += str(r.get("joint_attack", r["best_attack"]))
         text = (
             f"{r['label']} ({r['citation']}): its published attack reaches TPR {pop['value']:.3g} "
             f"at {at} FPR, "
             f"{r['best_type']} canaries under {r['best_attack']} {can['value']:.3g}; "
-            + ("the canaries' lower limit lies above the population's upper limit"
+            + (f"the lower limit of {proof} lies above the population's upper limit (jointly, one-sided)"
                if r["canary_above_population"] else "Aerni et al.'s gap is not reproduced at this size")
         )  # fmt: skip
         if "criterion_holds" in r and not r["criterion_holds"]:
@@ -210,7 +220,7 @@ def section(
                 f"best canary TPR at {percent(min(levels))} FPR",
                 group="defence",
                 intervals=("canary_tpr_low", "canary_tpr_high"),
-                caption="Bars: two-sided Clopper–Pearson intervals at the audit's confidence.",
+                caption=f"Bars: {INTERVALS}.",
             )
         )
     facts = manifest.facts

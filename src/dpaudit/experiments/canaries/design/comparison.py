@@ -3,7 +3,8 @@
 RMIA's claim is power at low FPR with few reference models. The attack stage scores every
 non-private release with RMIA and with LiRA fitted on exactly RMIA's reference models (1 out-model
 offline; 2 in- and 2 out-models online), next to LiRA on all M − 1 shadows; this module collects
-their TPR at the lowest FPR level, with two-sided Clopper–Pearson intervals, per canary type.
+their TPR at the lowest FPR level, with two-sided intervals (:func:`dpaudit.bounds.strength.tpr_interval`),
+per canary type.
 """
 
 from __future__ import annotations

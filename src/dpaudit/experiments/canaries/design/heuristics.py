@@ -8,11 +8,14 @@ accuracy. Per defence (:data:`~dpaudit.experiments.canaries.design.HEURISTICS`) 
 - **published evaluation**: the defence's own population-level attack (one global threshold on the
   released confidence) on clean records, TPR at each FPR level with its two-sided interval;
 - **sample-level evaluation**: the best (attack, canary type) among the adaptive attacks
-  (:data:`ADAPTIVE_ATTACKS`) and the canary types chosen for the defence. Picking the best of n
-  candidates is paid for: the finding "canaries above the population" compares the best set's
-  lower limit from a two-sided interval at 1 − (1 − c)/(2n) with the population's upper limit from
-  one at 1 − (1 − c)/2, so the comparison holds at level c (Bonferroni over the pick and the two
-  limits);
+  (:data:`ADAPTIVE_ATTACKS`) and the canary types chosen for the defence. Picking among n
+  candidates is paid for: the one-sided finding "canaries above the population" compares the
+  largest of the n candidates' one-sided lower limits, each at miss (1 − c)/(2n) (Bonferroni over
+  all n, so it holds whichever is picked), with the population's one-sided upper limit at miss
+  (1 − c)/2 (:func:`joint_limits`): a claim made when no candidate's true TPR is above the
+  population's is wrong with probability at most 1 − c, so the finding holds at level c. Both limits
+  come from :func:`dpaudit.bounds.strength.tpr_interval`, which accounts for the threshold's
+  estimation;
 - **canary criterion** (Aerni et al.'s first: canaries at least as vulnerable as the most vulnerable
   natural records): the top-k clean records, chosen on the even-numbered target models and
   evaluated on the odd ones (no selection bias), beside the best canaries on the same odd targets;
@@ -28,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from dpaudit.bounds.strength import tpr_at_fpr
+from dpaudit.bounds.strength import tpr_at_fpr, tpr_interval
 from dpaudit.experiments.canaries.design import DEFENCE_KINDS, HEURISTICS, LABEL_ONLY
 from dpaudit.scores import ScoreSet
 from dpaudit.table import fpr_tag
@@ -48,11 +51,40 @@ def _set(sets: list[ScoreSet], defence: str, attack: str, ctype: str) -> ScoreSe
     )
 
 
-def rate(s: ScoreSet, level: float, confidence: float, picks: int = 1) -> dict[str, float]:
-    """TPR at ``level`` FPR with a two-sided interval at ``confidence``, widened for ``picks`` choices."""
+def rate(s: ScoreSet, level: float, confidence: float) -> dict[str, float]:
+    """TPR at ``level`` FPR with a two-sided interval at ``confidence``."""
     pos, neg = s.scores[s.member], s.scores[~s.member]
-    value, low, high, _ = tpr_at_fpr(pos, neg, level, 1.0 - (1.0 - confidence) / picks)
+    value, low, high, _ = tpr_at_fpr(pos, neg, level, confidence)
     return {"value": value, "low": low, "high": high}
+
+
+def joint_limits(
+    candidates: list[ScoreSet], clean: ScoreSet, level: float, confidence: float
+) -> tuple[float, float, ScoreSet]:
+    """The finding's two one-sided limits at FPR ``level``: the largest of the n ``candidates``' lower
+    limits, each at miss (1 − c)/(2n), the population's (``clean``) upper limit at miss (1 − c)/2, and
+    the candidate that gave the lower one.
+
+    The claim "canaries above population" (lower > upper) is made wrongly only if some candidate's
+    lower limit lies above its own true TPR (at most n · (1 − c)/(2n), union bound, whichever set is
+    then picked) or the population's upper limit lies below its own (at most (1 − c)/2): together at
+    most 1 − ``confidence``. Each limit is one-sided because the claim reads one tail of each; a
+    two-sided interval would spend half of its share on a tail the claim never reads. Taking the
+    largest lower limit rather than that of the set with the best point estimate costs nothing (the
+    union bound covers any pick) and lets a large set prove what a small one cannot: with 640
+    out-decisions no threshold keeps FPR ≤ 1 % with probability 1 − (1 − c)/(4n), so that set's lower
+    limit is 0 (:func:`dpaudit.bounds.strength.tpr_interval`)."""
+    alpha = 1.0 - confidence
+    share = alpha / (2 * len(candidates))
+    lows = [tpr_interval(s.scores[s.member], s.scores[~s.member], level, share, 0.0)[1] for s in candidates]
+    pick = int(np.argmax(lows))
+    high = tpr_interval(clean.scores[clean.member], clean.scores[~clean.member], level, 0.0, alpha / 2)[2]
+    return lows[pick], high, candidates[pick]
+
+
+def _value(s: ScoreSet, level: float) -> float:
+    """The point estimate of :func:`rate` alone (no limits: misses of 0)."""
+    return tpr_interval(s.scores[s.member], s.scores[~s.member], level, 0.0, 0.0)[0]
 
 
 def best_candidate(
@@ -60,7 +92,7 @@ def best_candidate(
 ) -> tuple[list[ScoreSet], ScoreSet | None]:
     """The candidate sets and the one with the largest TPR at ``level`` (ties: the first)."""
     candidates = [s for a in attacks for t in types if (s := _set(sets, defence, a, t)) is not None]
-    best = max(candidates, key=lambda s: rate(s, level, 0.5)["value"], default=None)
+    best = max(candidates, key=lambda s: _value(s, level), default=None)
     return candidates, best
 
 
@@ -121,10 +153,10 @@ def evaluate(
         }  # fmt: skip
         pop, can = row["population"][f"{check:g}"], row["canary"][f"{check:g}"]
         row["ratio"] = can["value"] / pop["value"] if pop["value"] > 0 else math.inf
-        joint_low = rate(best, check, 1.0 - (1.0 - confidence) / 2, picks=len(candidates))["low"]
-        joint_high = rate(clean, check, 1.0 - (1.0 - confidence) / 2)["high"]
+        joint_low, joint_high, proof = joint_limits(candidates, clean, check, confidence)
         row["canary_above_population"] = bool(joint_low > joint_high)
         row["joint_canary_low"], row["joint_population_high"] = joint_low, joint_high
+        row["joint_attack"], row["joint_type"] = proof.group["attack"], proof.group["canary_type"]
         natural_clean = _set(sets, name, best.group["attack"], "clean")
         if natural_clean is not None:
             top = top_natural(natural_clean)
