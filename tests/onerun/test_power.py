@@ -62,3 +62,86 @@ def test_detection_mu_on_a_four_canary_game():
 def test_claims_beyond_reach_and_monotone_in_the_claim(stated):
     assert detectable_epsilon(8.0, DELTA, M, confidence=CONFIDENCE) == math.inf  # m = 1000 never shows 8
     assert detectable_epsilon(1.0, DELTA, M, confidence=CONFIDENCE) < stated
+
+
+# ---------------------------------------------------------------- the power of this audit's own statistic
+
+#: A DP-SGD claiming ε = 2 (σ = 3, q = 0.1, T = 200), 400 canaries in 1000 dimensions, k = 64 probe weights.
+RUN = {"m": 400, "canary_dims": 1000, "probe_dims": 64}
+
+
+@pytest.fixture(scope="module")
+def audited():
+    from dpaudit.onerun.declaration import DeclaredDPSGD
+    from dpaudit.onerun.power_transcript import audit_power
+    from dpaudit.onerun.simulate import simulate_transcript
+
+    declared = DeclaredDPSGD(3.0, 1.0, 100, 1000, steps=200)
+    rng = np.random.default_rng(7)
+    included = rng.random(RUN["m"]) < 0.5
+    transcript = simulate_transcript(
+        declared, RUN["m"], included, rng, canary_dims=RUN["canary_dims"], probe_dims=RUN["probe_dims"]
+    )
+    statement = audit_power([transcript], [included], declared, confidence=CONFIDENCE)
+    return declared, transcript, included, statement
+
+
+def _transcript_rate(declared, noise_multiplier: float, runs: int, seed: int) -> float:
+    """Share of fresh simulated runs at ``noise_multiplier`` whose transcript-score bound beats the claim."""
+    from dpaudit.onerun.simulate import simulate_transcript
+    from dpaudit.onerun.transcript import transcript_scores
+
+    hits = 0
+    for run in range(runs):
+        rng = np.random.default_rng([seed, run])
+        included = rng.random(RUN["m"]) < 0.5
+        transcript = simulate_transcript(
+            declared, RUN["m"], included, rng, canary_dims=RUN["canary_dims"], probe_dims=RUN["probe_dims"],
+            noise_ratio=noise_multiplier / declared.noise_multiplier,
+        )  # fmt: skip
+        bound = audit_one_run(
+            transcript_scores(transcript, declared.sampling_rate), included, delta=declared.delta,
+            confidence=CONFIDENCE,
+        )  # fmt: skip
+        hits += bound.epsilon_lower > declared.claimed_epsilon
+    return hits / runs
+
+
+def test_audit_power_is_calibrated_on_independent_simulated_runs(audited):
+    declared, _, _, statement = audited
+    assert declared.claimed_epsilon < statement.epsilon < math.inf
+    rate = _transcript_rate(declared, statement.noise_multiplier, runs=60, seed=2024)
+    assert 0.6 <= rate <= 0.95  # 80 % ± 3 Monte Carlo s.e.
+    # the ideal game's statement (the old power line) is far below it: its ε would be detected almost never
+    ideal = detectable_epsilon(declared.claimed_epsilon, declared.delta, RUN["m"], confidence=CONFIDENCE)
+    assert ideal < statement.epsilon / 2
+
+
+def test_the_ideal_game_statement_fails_that_calibration(audited):
+    from dpaudit.training.accounting import calibrate_noise_multiplier
+
+    declared = audited[0]
+    ideal = detectable_epsilon(declared.claimed_epsilon, declared.delta, RUN["m"], confidence=CONFIDENCE)
+    sigma = calibrate_noise_multiplier(ideal, declared.delta, declared.sampling_rate, 200, accountant="rdp")
+    assert _transcript_rate(declared, sigma, runs=20, seed=99) < 0.6
+
+
+def test_audit_power_is_monotone_in_the_power_asked(audited):
+    from dpaudit.onerun.power_transcript import detectable_epsilon_of_audit
+
+    declared, transcript, included, statement = audited
+    lower = detectable_epsilon_of_audit([transcript], [included], declared, confidence=CONFIDENCE, power=0.5)
+    assert declared.claimed_epsilon < lower < statement.epsilon
+
+
+def test_audit_power_is_inf_when_the_canaries_crowd_their_room():
+    from dpaudit.onerun.declaration import DeclaredDPSGD
+    from dpaudit.onerun.power_transcript import detectable_epsilon_of_audit, interference_dims
+    from dpaudit.onerun.simulate import simulate_transcript
+
+    declared = DeclaredDPSGD(3.0, 1.0, 100, 1000, steps=200)
+    rng = np.random.default_rng(3)
+    included = rng.random(400) < 0.5
+    transcript = simulate_transcript(declared, 400, included, rng, canary_dims=32)
+    assert 20 < interference_dims(transcript, included) < 50  # the 32 shared dimensions are seen
+    assert detectable_epsilon_of_audit([transcript], [included], declared, confidence=CONFIDENCE) == math.inf

@@ -196,7 +196,7 @@ def _one_run_text(result: dict[str, Any]) -> list[str]:
             reach = (
                 "no power statement at δ = 0 (the ideal Gaussian game is never pure DP)"
                 if detectable is None
-                else f"a perfect attack detects true ε ≥ {detectable:.3g} with 80 % power"
+                else f"a perfect attack (ideal Gaussian game) detects true ε ≥ {detectable:.3g} at 80 % power"
                 if math.isfinite(detectable)
                 else "not even a perfect attack could prove more than the claim: add canaries"
             )

@@ -89,6 +89,7 @@ def simulate_transcript(
     fixed_batches: bool = False,
     divisor: str = "batch",
     from_step: float = 0.0,
+    contribution: tuple[float, float] = (0.3, 1.0),
 ) -> Transcript:
     """One simulated run of ``declared`` (bugs planted by the keyword knobs; see the module docstring).
 
@@ -96,6 +97,7 @@ def simulate_transcript(
     its docstring defines it; ŝ_t is floored at 1e-300 as the observer does, so a step without noise
     gives huge finite projections. ``from_step`` in [0, 1): ``signal_ratio`` and ``noise_ratio`` act
     only from step ⌊from_step·T⌋ on (a bug in the last part of training); before it the step is correct.
+    ``contribution``: the range of f in c_{t,j} = C·f (uniform; (1, 1): every canary at the clip norm).
     """
     inc = np.asarray(included, dtype=bool).ravel()
     if inc.shape != (canaries,):
@@ -111,7 +113,7 @@ def simulate_transcript(
     canary_rows = present.sum(axis=1).astype(np.int64)
     directions = rng.standard_normal((canaries, canary_dims))
     directions /= np.linalg.norm(directions, axis=1, keepdims=True)
-    contribution = C * rng.uniform(0.3, 1.0, size=(T, canaries))  # c_{t,j}: clipped norm along d_j
+    contribution = C * rng.uniform(*contribution, size=(T, canaries))  # c_{t,j}: clipped norm along d_j
     k_sum = (present * contribution) @ directions  # K_t, the correctly clipped canary sum on S
     if reuse_noise:
         xi = np.broadcast_to(rng.standard_normal(canary_dims), (T, canary_dims))

@@ -32,7 +32,7 @@ from dpaudit.bounds.onerun import DEFAULT_GUESS_FRACTIONS, OneRunAudit, audit_on
 from dpaudit.onerun.check import NOT_APPLICABLE, PASSED, SKIPPED, TAP, CheckResult, unseen
 from dpaudit.onerun.conformance import run_checks
 from dpaudit.onerun.declaration import DeclaredDPSGD
-from dpaudit.onerun.power import detectable_epsilon
+from dpaudit.onerun.power_transcript import EPSILON_CAP, detectable_epsilon_of_audit
 from dpaudit.onerun.residual import mixing_warnings
 from dpaudit.onerun.transcript import Transcript, transcript_scores
 
@@ -122,10 +122,12 @@ class Verdict:
             names = ", ".join(sorted({c.name for c in self.mismatches}))
             return f"{MISMATCH}: {names} ({pct})"
         reach = (
-            f"this audit detects true ε ≥ {self.detectable_epsilon:.3g} with {100 * POWER:g} % power at "
-            f"m = {self.bound.canaries}"
+            f"this audit's bound exceeds the claim with {100 * POWER:g} % power from true ε ≥ "
+            f"{self.detectable_epsilon:.3g} (simulated on this run's canaries, m = {self.bound.canaries})"
             if math.isfinite(self.detectable_epsilon)
-            else f"at m = {self.bound.canaries} not even a perfect attack could prove ε above the claim"
+            else f"this run's bound cannot prove a violation of a claim of {self.claimed_epsilon:.3g} (not "
+            f"with {100 * POWER:g} % power up to true ε {EPSILON_CAP:g}); only the checks can flag it — to "
+            "give the bound power: more audit-only columns, more canaries, pooled runs (runs=…)"
         )
         skipped = self.skipped
         if skipped:
@@ -232,15 +234,10 @@ def decide(
     claimed = declared.claimed_epsilon
     mismatched = any(c.kind == "mismatch" and c.rejected for c in checks)
     status = VIOLATION if bound.epsilon_lower > claimed else MISMATCH if mismatched else NO_VIOLATION
-    detectable = detectable_epsilon(
-        claimed,
-        declared.delta,
-        int(inc.size),
-        confidence=bound_confidence,
-        power=POWER,
-        guess_fractions=guess_fractions,
-        seed=seed,
-    )
+    detectable = detectable_epsilon_of_audit(
+        transcripts, included, declared, confidence=bound_confidence, power=POWER,
+        guess_fractions=guess_fractions, seed=seed,
+    )  # fmt: skip
     return Verdict(
         status=status,
         claimed_epsilon=claimed,
