@@ -74,3 +74,12 @@ def test_short_audit_catches_the_bug_and_passes_the_control(catalogue) -> None:
     bug = catalogue.load("noise_div10").run(0, epochs=2, canaries=100)
     assert bug.caught, str(bug)
     assert "signal_to_noise_high" in {c.name for c in bug.mismatches}
+
+
+def test_the_nested_control_builds_after_a_functional_model_in_the_same_process(catalogue) -> None:
+    """Keras rebases a Model subclass onto Functional once it was built functionally; a benchmark
+    worker that ran another entry first must still build the nested control (it crashed there)."""
+    common = catalogue.load("control_poisson_step").common
+    common.dp_model(0, 1.0)
+    model = catalogue.load("control_nested_model").nested_model(0, 1.0)
+    assert model.net.layers[0].name and len(model.trainable_variables) == 6
