@@ -127,16 +127,16 @@ def test_the_ideal_game_statement_fails_that_calibration(audited):
 
 
 def test_audit_power_is_monotone_in_the_power_asked(audited):
-    from dpaudit.onerun.power_transcript import detectable_epsilon_of_audit
+    from dpaudit.onerun.power_transcript import audit_power
 
     declared, transcript, included, statement = audited
-    lower = detectable_epsilon_of_audit([transcript], [included], declared, confidence=CONFIDENCE, power=0.5)
+    lower = audit_power([transcript], [included], declared, confidence=CONFIDENCE, power=0.5).epsilon
     assert declared.claimed_epsilon < lower < statement.epsilon
 
 
 def test_audit_power_is_inf_when_the_canaries_crowd_their_room():
     from dpaudit.onerun.declaration import DeclaredDPSGD
-    from dpaudit.onerun.power_transcript import detectable_epsilon_of_audit, interference_dims
+    from dpaudit.onerun.power_transcript import audit_power, interference_dims
     from dpaudit.onerun.simulate import simulate_transcript
 
     declared = DeclaredDPSGD(3.0, 1.0, 100, 1000, steps=200)
@@ -144,4 +144,4 @@ def test_audit_power_is_inf_when_the_canaries_crowd_their_room():
     included = rng.random(400) < 0.5
     transcript = simulate_transcript(declared, 400, included, rng, canary_dims=32)
     assert 20 < interference_dims(transcript, included) < 50  # the 32 shared dimensions are seen
-    assert detectable_epsilon_of_audit([transcript], [included], declared, confidence=CONFIDENCE) == math.inf
+    assert audit_power([transcript], [included], declared, confidence=CONFIDENCE).epsilon == math.inf

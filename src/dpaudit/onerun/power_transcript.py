@@ -4,7 +4,7 @@
 verdict's bound is the ``steinke`` analysis (Steinke, Nasr & Jagielski 2023, Thm. 1) of
 :func:`~dpaudit.onerun.transcript.transcript_scores`, which loses much of that game's power (the
 canaries' signal arrives on only the ~qT steps a canary joined, interference, the probe's noisy
-normalisation). So :func:`detectable_epsilon_of_audit` simulates *that* statistic, with this run's m,
+normalisation). So :func:`audit_power` simulates *that* statistic, with this run's m,
 inclusion count, declared (σ, C, q, T) and the canaries' own per-step signal μ_{t,j} (``expected``), under
 the declared DP-SGD with its noise scaled down, σ' = σ/λ (true ε: the declaration's accountant at σ').
 
@@ -48,12 +48,11 @@ __all__ = [
     "AuditPower",
     "RunGeometry",
     "audit_power",
-    "detectable_epsilon_of_audit",
     "interference_dims",
     "run_geometry",
 ]
 
-#: The largest true ε stated; beyond it :func:`detectable_epsilon_of_audit` returns ``inf``.
+#: The largest true ε stated; beyond it :func:`audit_power` returns ``inf``.
 EPSILON_CAP = 50.0
 #: Simulated audits: as many as keep G·T·m under this many score terms, within [MIN_GAMES, MAX_GAMES].
 WORK = 3e7
@@ -253,21 +252,3 @@ def audit_power(
         return AuditPower(math.inf, math.nan, at_cap / games, games)
     return AuditPower(float(epsilon), sigma_prime, at_cap / games, games)
 
-
-def detectable_epsilon_of_audit(
-    transcripts: Sequence[Transcript],
-    included: Sequence[np.ndarray],
-    declared: DeclaredDPSGD,
-    *,
-    confidence: float,
-    power: float = 0.8,
-    guess_fractions: Sequence[float] = DEFAULT_GUESS_FRACTIONS,
-    seed: int = 0,
-) -> float:
-    """The smallest true ε (declaration's accountant) whose DP-SGD, the declared one with its noise scaled
-    down, makes THIS audit's bound exceed the claim with probability ≥ ``power``; ``inf`` when even the
-    cap (ε = 50) does not (:func:`audit_power`)."""
-    return audit_power(
-        transcripts, included, declared, confidence=confidence, power=power, guess_fractions=guess_fractions,
-        seed=seed,
-    ).epsilon  # fmt: skip
