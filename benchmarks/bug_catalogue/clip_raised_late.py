@@ -15,22 +15,16 @@ DESCRIPTION = "hand-written step clips at 3C (declared C) in the last 20 % of st
 #: Sensitivity 3C against noise σC in the last 46 of 230 steps: PLD's ε of σ for 184 steps then σ/3 for 46.
 TRUE_EPSILON = 10.73
 FACTOR = 3.0
-LATE_SHARE = 0.2
-
-
-def late_start(steps: int) -> int:
-    """The first step of the last 20 % (184 of 230 steps at the default 10 epochs)."""
-    return steps - round(LATE_SHARE * steps)
 
 
 def true_epsilon() -> float:
     """TRUE_EPSILON recomputed (PLD over the two phases)."""
-    sigma, start = common.declared_sigma(), late_start(common.STEPS)
+    sigma, start = common.declared_sigma(), common.late_start(common.STEPS)
     return common.epsilon_of_phases([(sigma, start), (sigma / FACTOR, common.STEPS - start)])
 
 
 class ClipRaisedLate(common.DPSGDModel):
-    late_from: int = late_start(common.STEPS)
+    late_from: int = common.late_start(common.STEPS)
 
     def clip(self, grads: list[tf.Tensor]) -> list[tf.Tensor]:
         late = tf.cast(self.optimizer.iterations >= self.late_from, tf.float32)
@@ -45,7 +39,7 @@ def run(seed: int, epochs: int = common.EPOCHS, canaries: int = 500) -> Verdict:
     sigma = common.declared_sigma()
     train_ds = common.shuffled_batches(x, y, seed)
     model = common.dp_model(seed, sigma, cls=ClipRaisedLate)
-    model.late_from = late_start(epochs * common.STEPS_PER_EPOCH)
+    model.late_from = common.late_start(epochs * common.STEPS_PER_EPOCH)
 
     audit = common.declared_audit(seed, epochs, canaries)  # audit
     train_ds = audit.wrap(train_ds)  # audit

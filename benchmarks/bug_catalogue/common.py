@@ -164,12 +164,23 @@ class DPSGDModel(tf.keras.Model):
         return {"loss": tf.reduce_mean(losses)}
 
 
-def dp_model(seed: int, noise_multiplier: float, l2_norm_clip: float = CLIP, cls: type = DPSGDModel) -> Any:
-    """A compiled hand-written DP-SGD model (plain SGD at :data:`LEARNING_RATE` applies its gradient)."""
-    model = mlp(seed, cls)
+def compile_dp(model: Any, noise_multiplier: float, l2_norm_clip: float = CLIP) -> Any:
+    """Set a hand-written DP-SGD model's σ, C and divisor, and compile it with plain SGD at
+    :data:`LEARNING_RATE` (what applies its privatized gradient)."""
     model.l2_norm_clip, model.noise_multiplier, model.expected_batch = l2_norm_clip, noise_multiplier, BATCH
     model.compile(optimizer=tf.keras.optimizers.SGD(LEARNING_RATE), loss=per_example_loss())
     return model
+
+
+def dp_model(seed: int, noise_multiplier: float, l2_norm_clip: float = CLIP, cls: type = DPSGDModel) -> Any:
+    """A compiled hand-written DP-SGD model on the catalogue's MLP."""
+    return compile_dp(mlp(seed, cls), noise_multiplier, l2_norm_clip)
+
+
+def late_start(steps: int, share: float = 0.2) -> int:
+    """The first step of the last ``share`` of ``steps`` (184 of 230 at the default 10 epochs): where
+    the entries whose bug begins late in training switch it on."""
+    return steps - round(share * steps)
 
 
 def tfp_model(seed: int, optimizer: Any) -> Any:

@@ -30,9 +30,7 @@ def dropout_model(seed: int, sigma: float) -> Any:
     hidden = tf.keras.layers.Dropout(0.1)(tf.keras.layers.Dense(64, activation="relu")(inputs))
     hidden = tf.keras.layers.Dropout(0.1)(tf.keras.layers.Dense(64, activation="relu")(hidden))
     model = common.DPSGDModel(inputs=inputs, outputs=tf.keras.layers.Dense(10)(hidden))
-    model.l2_norm_clip, model.noise_multiplier, model.expected_batch = common.CLIP, sigma, common.BATCH
-    model.compile(optimizer=tf.keras.optimizers.SGD(common.LEARNING_RATE), loss=common.per_example_loss())
-    return model
+    return common.compile_dp(model, sigma)
 
 
 def run(seed: int, epochs: int = common.EPOCHS, canaries: int = 500) -> Verdict:

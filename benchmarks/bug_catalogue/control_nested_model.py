@@ -60,9 +60,7 @@ def nested_model(seed: int, sigma: float) -> Any:
         ]
     )
     model = DPWrapper(net=net)
-    model.l2_norm_clip, model.noise_multiplier, model.expected_batch = common.CLIP, sigma, common.BATCH
-    model.compile(optimizer=tf.keras.optimizers.SGD(common.LEARNING_RATE), loss=common.per_example_loss())
-    return model
+    return common.compile_dp(model, sigma)
 
 
 def run(seed: int, epochs: int = common.EPOCHS, canaries: int = 500) -> Verdict:
