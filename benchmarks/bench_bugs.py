@@ -2,7 +2,7 @@
 
 Runs every entry of ``benchmarks/bug_catalogue`` (3 controls and bugs of five classes: noise scale,
 clipping, noise reused or skipped, data loader, sampling; each a user's training script on digits with
-the documented ``OneRunAuditor`` lines, claiming ε = 2) for several seeds, and prints one JSON line per
+the documented ``TrainingAuditor`` lines, claiming ε = 2) for several seeds, and prints one JSON line per
 entry and seed, then the detection table (caught / seeds per entry) in Markdown. A control caught is a
 false alarm; a bug not caught is a miss (see ``rho`` and ``mismatches`` in its lines).
 

@@ -1,4 +1,4 @@
-"""ε lower bound and power against the number of pooled runs r (``dpaudit.onerun.runs.audit_runs``).
+"""ε lower bound and power against the number of pooled runs r (``dpaudit.training_audit.runs.audit_runs``).
 
 The user's training is the bug catalogue's digits MLP with TF Privacy's ``DPKerasSGDOptimizer``
 (``benchmarks/bug_catalogue/common.py``); ``--noise-divisor`` divides the noise the optimizer uses
@@ -59,8 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     if str(HERE) not in sys.path:
         sys.path.insert(0, str(HERE))
     from bug_catalogue import common
-    from dpaudit.onerun import DeclaredDPSGD
-    from dpaudit.onerun.runs import audit_runs
+    from dpaudit.training_audit import DeclaredDPSGD
+    from dpaudit.training_audit.runs import audit_runs
 
     x, _ = common.digits()
     declared = DeclaredDPSGD(

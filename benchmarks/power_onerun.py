@@ -1,12 +1,12 @@
 """The one-run verdict's power line, measured on the statistic it states it for (issue 44, items 1–2).
 
 (a) Calibration: for each setting, one simulated correct run
-    (:func:`dpaudit.onerun.simulate.simulate_transcript` at the declared σ) gives the statement of
-    :func:`dpaudit.onerun.power_transcript.audit_power`
+    (:func:`dpaudit.training_audit.simulate.simulate_transcript` at the declared σ) gives the statement of
+    :func:`dpaudit.training_audit.power_transcript.audit_power`
     (ε at 80 % power, and its σ'); then ``--runs`` fresh simulated runs at σ' (independent seeds, fresh
     inclusion bits) are audited as the verdict audits them (``transcript_scores`` → ``audit_one_run``,
     steinke at 97.5 %), and the share whose bound exceeds the claim is printed beside the ideal game's
-    statement (:func:`dpaudit.onerun.power.detectable_epsilon`) and the share at ITS σ.
+    statement (:func:`dpaudit.training_audit.power.detectable_epsilon`) and the share at ITS σ.
 (b) Where the transcript score loses against the ideal game: the median bound at true ε = 8 and 20
     (claim 2, digits-like q = 64/1437, T = 230, m = 500) with one idealisation removed at a time.
 
@@ -26,12 +26,12 @@ from typing import Any
 import numpy as np
 
 from dpaudit.bounds.onerun import audit_one_run, gdp_mu_for_epsilon
-from dpaudit.onerun.declaration import DeclaredDPSGD
-from dpaudit.onerun.power import detectable_epsilon
-from dpaudit.onerun.power_transcript import audit_power
-from dpaudit.onerun.simulate import simulate_transcript
-from dpaudit.onerun.transcript import Transcript, transcript_scores
 from dpaudit.training.accounting import calibrate_noise_multiplier
+from dpaudit.training_audit.declaration import DeclaredDPSGD
+from dpaudit.training_audit.power import detectable_epsilon
+from dpaudit.training_audit.power_transcript import audit_power
+from dpaudit.training_audit.simulate import simulate_transcript
+from dpaudit.training_audit.transcript import Transcript, transcript_scores
 
 CONFIDENCE = 0.975  # the verdict's share of its 95 % for the bound
 #: name: (declaration, canaries, simulate_transcript keywords)

@@ -1,22 +1,24 @@
-"""Validity of the transcript audit (`dpaudit.onerun`): conformance checks, transcript-score bound, power.
+"""Validity of the transcript audit (`dpaudit.training_audit`): conformance checks, transcript-score bound,
+power.
 
-Each repeat is one simulated DP-SGD run (:func:`dpaudit.onerun.simulate.simulate_transcript`), exactly the
+Each repeat is one simulated DP-SGD run (:func:`dpaudit.training_audit.simulate.simulate_transcript`),
+exactly the
 declared mechanism, so every rejection is a false alarm and every ε_LB above the true ε an overclaim:
 
-* (a) conformance (:func:`dpaudit.onerun.conformance.run_checks`, total level 0.05): the run's "any
+* (a) conformance (:func:`dpaudit.training_audit.conformance.run_checks`, total level 0.05): the run's "any
   mismatch" rate under 0.05 per setting, and each check's rejection rate (pooled over the settings)
   at or under the level it states (deterministic checks: never; ``--quick`` lists only the rows with
   slack, see :func:`conformance_checks`), on Poisson DP-SGD (divisor = the batch's size), shuffled
   epochs (whose "claim is for Poisson" warning is always on by design and not counted), and the ideal
   Gaussian game (constant divisor, k = 4 probe coordinates, batches of 5: the checks' nulls hold
   exactly, the tails are heavy);
-* (b) the transcript score (:func:`dpaudit.onerun.transcript.transcript_scores`) through the
+* (b) the transcript score (:func:`dpaudit.training_audit.transcript.transcript_scores`) through the
   ``steinke`` one-run analysis at 95 %: ε_LB above the declared mechanism's PLD ε (σ = 1, q = 0.05,
   T = 100, computed once) at most 5 % of the time;
-* (d) the clipped-sum residual check (:func:`dpaudit.onerun.residual.residual_check`, level 0.05) on
+* (d) the clipped-sum residual check (:func:`dpaudit.training_audit.residual.residual_check`, level 0.05) on
   simulated runs whose residuals follow the declared DP-SGD exactly (χ²_{d_v} over the probe's
   χ²_k / k, per step and variable, for the digits MLP's six variables): rejections at most 5 %;
-* (c) the power statement (:func:`dpaudit.onerun.power.detectable_epsilon`, 80 %, claim 2, m = 1000,
+* (c) the power statement (:func:`dpaudit.training_audit.power.detectable_epsilon`, 80 %, claim 2, m = 1000,
   at the verdict's 97.5 %): ideal games at the stated ε, audited by ``audit_one_run`` itself, are
   detected in 70–90 % of runs (or within 2 Monte Carlo s.e. of 80 % when that is wider).
 
@@ -35,12 +37,12 @@ from pathlib import Path
 import numpy as np
 
 from dpaudit.bounds.onerun import audit_one_run, gdp_mu_for_epsilon
-from dpaudit.onerun.conformance import run_checks
-from dpaudit.onerun.declaration import DeclaredDPSGD
-from dpaudit.onerun.power import detectable_epsilon
-from dpaudit.onerun.residual import residual_check
-from dpaudit.onerun.simulate import simulate_transcript
-from dpaudit.onerun.transcript import transcript_scores
+from dpaudit.training_audit.conformance import run_checks
+from dpaudit.training_audit.declaration import DeclaredDPSGD
+from dpaudit.training_audit.power import detectable_epsilon
+from dpaudit.training_audit.residual import residual_check
+from dpaudit.training_audit.simulate import simulate_transcript
+from dpaudit.training_audit.transcript import transcript_scores
 
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:  # loaded by file path (validity.py, the tests): find the shared helpers

@@ -2,7 +2,8 @@
 
 The README shows the real output of ``python docs/examples/audit_my_dp_sgd.py`` between the markers
 ``<!-- demo: python docs/examples/audit_my_dp_sgd.py -->`` and ``<!-- /demo -->``;
-``tests/onerun/test_example.py`` runs the demo and checks that the block is still current (every line's
+``tests/training_audit/test_example.py`` runs the demo and checks that the block is still current (every
+line's
 words, numbers aside). When the verdict's wording or numbers change, refresh it from the repository
 root::
 

@@ -94,7 +94,7 @@ def test_accountant(capsys):
 
 def test_accountant_default_is_the_declarations_pld(capsys):
     """One default: the CLI's ε is the claimed ε an audit's declaration computes (PLD), not RDP's."""
-    from dpaudit.onerun.declaration import DeclaredDPSGD
+    from dpaudit.training_audit.declaration import DeclaredDPSGD
 
     declared = DeclaredDPSGD(
         noise_multiplier=1.61, clip_norm=1.0, batch_size=64, dataset_size=1437, epochs=10, delta=1e-5
@@ -120,7 +120,7 @@ def test_version_and_help_point_to_the_docs(capsys):
     with pytest.raises(SystemExit):
         cli.main(["--help"])
     out = capsys.readouterr().out
-    assert "docs/one-run.md" in out and "import dpaudit" in out and "make run" in out
+    assert "docs/training-audit.md" in out and "import dpaudit" in out and "make run" in out
 
 
 def test_calibrate(capsys):
@@ -339,7 +339,7 @@ def test_commands_are_registered_in_one_place():
         "eps-lower",
         "epsilon-star",
         "scores",
-        "one-run",
+        "one-run-bound",
         "compare",
     ]
     with pytest.raises(ValueError, match="already registered"):

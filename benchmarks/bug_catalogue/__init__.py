@@ -1,10 +1,11 @@
-"""A catalogue of realistic DP-SGD bugs written as user code, each audited by ``OneRunAuditor``.
+"""A catalogue of realistic DP-SGD bugs written as user code, each audited by ``TrainingAuditor``.
 
 Every entry is a module with ``NAME``, ``BUG_CLASS`` (one of :data:`CLASSES`), ``DESCRIPTION``,
 ``TRUE_EPSILON`` (with ``true_epsilon()`` recomputing it) and ``run(seed, epochs, canaries) -> Verdict``,
 a user's training script on digits (:mod:`bug_catalogue.common`) with the documented audit lines.
 The bug always lives in the user's code (loader, train step, optimizer arguments), never in dpaudit.
-``benchmarks/bench_bugs.py`` runs them; ``tests/onerun/test_bug_catalogue.py`` runs one bug and one control.
+``benchmarks/bench_bugs.py`` runs them; ``tests/training_audit/test_bug_catalogue.py`` runs one bug and one
+control.
 """
 
 from __future__ import annotations

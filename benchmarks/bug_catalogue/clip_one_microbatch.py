@@ -3,7 +3,7 @@ microbatch."""
 
 from __future__ import annotations
 
-from dpaudit.onerun import Verdict
+from dpaudit.training_audit import Verdict
 
 from . import common
 

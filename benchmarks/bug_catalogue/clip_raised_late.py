@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from dpaudit.onerun import Verdict
+from dpaudit.training_audit import Verdict
 
 from . import common
 

@@ -207,8 +207,8 @@ def dp_keras_sgd(noise_multiplier: float, num_microbatches: int | None = None) -
 
 def declared_audit(seed: int, epochs: int, canaries: int, sampling: str = "shuffle") -> Any:
     """The documented audit set-up every script adds (its ``# audit`` lines): the claim it makes — the
-    declared σ, C, B, N, epochs and δ with ε = 2 — and an ``OneRunAuditor`` of ``canaries`` for it."""
-    from dpaudit.onerun import DeclaredDPSGD, OneRunAuditor
+    declared σ, C, B, N, epochs and δ with ε = 2 — and an ``TrainingAuditor`` of ``canaries`` for it."""
+    from dpaudit.training_audit import DeclaredDPSGD, TrainingAuditor
 
     declared = DeclaredDPSGD(
         noise_multiplier=declared_sigma(),
@@ -220,4 +220,4 @@ def declared_audit(seed: int, epochs: int, canaries: int, sampling: str = "shuff
         sampling=sampling,
         epsilon=CLAIMED_EPSILON,
     )
-    return OneRunAuditor(canaries=canaries, declared=declared, seed=seed)
+    return TrainingAuditor(canaries=canaries, declared=declared, seed=seed)

@@ -7,7 +7,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from dpaudit.onerun import Verdict
+from dpaudit.training_audit import Verdict
 
 from . import common
 

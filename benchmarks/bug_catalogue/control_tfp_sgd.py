@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dpaudit.onerun import Verdict
+from dpaudit.training_audit import Verdict
 
 from . import common
 

@@ -7,7 +7,7 @@ import math
 
 import tensorflow as tf
 
-from dpaudit.onerun import Verdict
+from dpaudit.training_audit import Verdict
 
 from . import common
 

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import tensorflow as tf
 
-from dpaudit.onerun import Verdict
+from dpaudit.training_audit import Verdict
 
 from . import common
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tensorflow_privacy import DPKerasAdamOptimizer
 
-from dpaudit.onerun import Verdict
+from dpaudit.training_audit import Verdict
 
 from . import common
 

@@ -16,7 +16,7 @@ import numpy as np
 import tensorflow as tf
 from sklearn.datasets import load_digits
 
-from dpaudit.onerun import DeclaredDPSGD, OneRunAuditor  # audit
+from dpaudit.training_audit import DeclaredDPSGD, TrainingAuditor  # audit
 
 BATCH, CLIP, NOISE = 64, 1.0, 1.61  # σ = 1.61: ε = 2 at δ = 1e-5 for q = 64/1437, T = 230 (PLD)
 FIXED = "--fixed" in sys.argv
@@ -53,7 +53,7 @@ def main() -> None:
     x_train, y_train = x[order[:1437]], y[order[:1437]]
 
     declared = DeclaredDPSGD(NOISE, CLIP, BATCH, len(x_train), epochs=EPOCHS, sampling="shuffle")  # audit
-    audit = OneRunAuditor(canaries=500, declared=declared, seed=0)  # audit
+    audit = TrainingAuditor(canaries=500, declared=declared, seed=0)  # audit
 
     tf.keras.utils.set_random_seed(0)
     inputs = tf.keras.Input((64,))

@@ -45,6 +45,8 @@ from dpaudit.cli.scores import (
 __all__ = ["COMMANDS", "CliError", "Command", "build_parser", "load_losses", "main", "register"]
 
 COMMANDS: dict[str, Command] = {}
+#: Old spellings still accepted, never listed in ``--help``: alias -> command name.
+HIDDEN_ALIASES = {"one-run": "one-run-bound"}
 
 
 def register(command: Command) -> Command:
@@ -81,8 +83,9 @@ for _command in (
         _scores_text,
     ),
     Command(
-        "one-run",
-        "ε lower bounds from one training run's canary scores (Steinke et al.; Mahloujifar et al.)",
+        "one-run-bound",
+        "the one-run ε lower bounds from one training run's canary scores (Steinke et al.; Mahloujifar et "
+        "al.); to audit your own training, see docs/training-audit.md",
         _configure_one_run,
         _run_one_run,
         _one_run_text,
@@ -105,8 +108,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
         description="Audit differentially private ML: ε upper bounds from the accountants, ε lower bounds "
         "that attacks prove, and the verdict on your own DP-SGD training.",
         epilog="The whole pipeline: `make run` (dvc repro), then reports/index.html. Docs: docs/ in the "
-        "repository (start with README.md; your own training: docs/one-run.md). Python API: "
-        "`import dpaudit` (e.g. dpaudit.onerun.OneRunAuditor, dpaudit.bounds).",
+        "repository (start with README.md; your own training: docs/training-audit.md). Python API: "
+        "`import dpaudit` (e.g. dpaudit.training_audit.TrainingAuditor, dpaudit.bounds).",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"dpaudit {__version__}")
@@ -117,6 +120,11 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
         command.configure(child)
         child.add_argument("--json", action="store_true", help="print one JSON object")
         children[command.name] = child
+    for alias, name in HIDDEN_ALIASES.items():  # no help= : argparse then leaves it out of the listing
+        child = subparsers.add_parser(alias, description=COMMANDS[name].help)
+        COMMANDS[name].configure(child)
+        child.add_argument("--json", action="store_true", help="print one JSON object")
+        children[alias] = child
     return parser, children
 
 
@@ -144,7 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``dpaudit`` console script; returns the exit status."""
     parser, children = build_parser()
     args = parser.parse_args(argv)
-    command = COMMANDS[args.command]
+    command = COMMANDS[HIDDEN_ALIASES.get(args.command, args.command)]
     try:
         result = command.run(args)
     except CliError as exc:

@@ -3,7 +3,8 @@
 
 Exit status (:data:`EXIT_CODES`): 0 when no violation is proven (or no claim was given), 1 for
 ``VIOLATION PROVEN``, 2 for bad input; so a CI job fails on a violation. The JSON's verdict uses the
-library's names (:meth:`dpaudit.onerun.verdict.Verdict.as_dict`, :class:`~dpaudit.bounds.onerun.OneRunAudit`).
+library's names (:meth:`dpaudit.training_audit.verdict.Verdict.as_dict`,
+:class:`~dpaudit.bounds.onerun.OneRunAudit`).
 δ = 0 (pure DP) is accepted by ``steinke``; ``fdp_gaussian`` and the power statement need δ > 0 (a
 Gaussian trade-off curve is (ε, 0)-DP for no finite ε).
 """
@@ -24,7 +25,7 @@ from dpaudit.cli.args import (
 )
 from dpaudit.cli.scores import _epsilon_text, load_losses
 
-#: The exit status of each outcome (documented in ``--help`` and docs/one-run.md).
+#: The exit status of each outcome (documented in ``--help`` and docs/training-audit.md).
 EXIT_CODES = {"no violation found": 0, "VIOLATION PROVEN": 1, "bad input": 2}
 EPILOG = (
     "exit status: 0 no violation proven (or no --claimed-epsilon), 1 VIOLATION PROVEN, 2 bad input. "
@@ -103,8 +104,8 @@ def _run_one_run(args: argparse.Namespace) -> dict[str, Any]:
     }
     verdict = None
     if args.claimed_epsilon is not None:
-        from dpaudit.onerun.power import detectable_epsilon
-        from dpaudit.onerun.verdict import NO_VIOLATION, VIOLATION
+        from dpaudit.training_audit.power import detectable_epsilon
+        from dpaudit.training_audit.verdict import NO_VIOLATION, VIOLATION
 
         head = audits["steinke" if "steinke" in audits else "fdp_gaussian"]
         caught = bool(head.epsilon_lower > args.claimed_epsilon)
@@ -140,9 +141,9 @@ def _next_step(caught: bool) -> str:
     if caught:
         return (
             "the mechanism leaks more than its claim: do not publish the claimed ε; find the cause (audit "
-            "the training code itself with dpaudit.onerun.OneRunAuditor) and audit again"
+            "the training code itself with dpaudit.training_audit.TrainingAuditor) and audit again"
         )
-    return "nothing proven at this power: more canaries (or pooled runs) raise it; see docs/one-run.md"
+    return "nothing proven at this power: more canaries (or pooled runs) raise it; see docs/training-audit.md"
 
 
 def one_run_exit_status(result: dict[str, Any]) -> int:

@@ -10,13 +10,15 @@ Three read-only taps, installed when ``fit`` starts:
 * a callback computes, at each step's start, every canary's gradient at the current iterate θ_t (TF's
   ``GradientTape.jacobian``, vectorised), and at its end turns the observed gradient — or, when
   ``apply_gradients`` never ran, minus the change of the inert weights — into the statistics of
-  :mod:`dpaudit.onerun.transcript`.
+  :mod:`dpaudit.training_audit.transcript`.
 
 The tap's assumption, that the gradient handed to ``apply_gradients`` is the privatized release, is
-checked at every step (:mod:`dpaudit.onerun.tap`): the optimizer's update of that gradient, replayed on
+checked at every step (:mod:`dpaudit.training_audit.tap`): the optimizer's update of that gradient,
+replayed on
 the audited weights, must be how they moved. Where it is not (noise or clipping inside the optimizer,
 as Opacus does), the transcript is built from the weights' change instead (source ``"iterates"``).
-The layer that reads the input is found in nested and subclassed models (:mod:`dpaudit.onerun.input_layer`).
+The layer that reads the input is found in nested and subclassed models
+(:mod:`dpaudit.training_audit.input_layer`).
 
 Nothing is added to any gradient: canaries reach the model only through the user's batches.
 """
@@ -28,13 +30,13 @@ from typing import Any
 
 import numpy as np
 
-from dpaudit.onerun.canaries import CanaryDesign
-from dpaudit.onerun.declaration import DeclaredDPSGD
-from dpaudit.onerun.input_layer import PASSTHROUGH_LAYERS, first_dense_kernel
-from dpaudit.onerun.pergrad import chain_functions, dense_chain, jacobian_functions
-from dpaudit.onerun.stepstats import canary_statistics, residual_statistics
-from dpaudit.onerun.tap import TOLERANCE, TapVerifier, current_learning_rate
-from dpaudit.onerun.transcript import Transcript
+from dpaudit.training_audit.canaries import CanaryDesign
+from dpaudit.training_audit.declaration import DeclaredDPSGD
+from dpaudit.training_audit.input_layer import PASSTHROUGH_LAYERS, first_dense_kernel
+from dpaudit.training_audit.pergrad import chain_functions, dense_chain, jacobian_functions
+from dpaudit.training_audit.stepstats import canary_statistics, residual_statistics
+from dpaudit.training_audit.tap import TOLERANCE, TapVerifier, current_learning_rate
+from dpaudit.training_audit.transcript import Transcript
 
 __all__ = [
     "PASSTHROUGH_LAYERS",
@@ -206,7 +208,8 @@ class StepObserver:
 
     def _gradient_functions(self, model: Any) -> tuple[Any, Any]:
         """(canary, clipped_sum) functions: the Dense-chain path where it agrees with the jacobian path
-        on the canaries at θ_0 (relative 1e-4), else the jacobian path (:mod:`dpaudit.onerun.pergrad`)."""
+        on the canaries at θ_0 (relative 1e-4), else the jacobian path
+        (:mod:`dpaudit.training_audit.pergrad`)."""
         import tensorflow as tf
 
         rows = tf.constant(self.design.features.canary, tf.int32)
@@ -351,7 +354,7 @@ class StepObserver:
 
     def transcript(self) -> Transcript:
         """The run so far as a :class:`Transcript`: from the tapped gradients if the tap saw every step
-        and explained every update (:mod:`dpaudit.onerun.tap`), else from the weights' change."""
+        and explained every update (:mod:`dpaudit.training_audit.tap`), else from the weights' change."""
         if not self._steps:
             raise ValueError("no training step was observed: pass audit.callback() to fit()")
         source = "gradients" if self.tap_explains else "iterates"

@@ -1,15 +1,16 @@
-"""A NumPy simulator of :class:`~dpaudit.onerun.transcript.Transcript` with a known answer.
+"""A NumPy simulator of :class:`~dpaudit.training_audit.transcript.Transcript` with a known answer.
 
-It models one DP-SGD run directly on the linear Gaussian structure of :mod:`dpaudit.onerun.transcript`
+It models one DP-SGD run directly on the linear Gaussian structure of :mod:`dpaudit.training_audit.transcript`
 (no network, no data): at step t the batch holds n_t real records (Poisson: n_t ~ Binomial(N, q) with
 uniformly random members; shuffle: each epoch a random permutation of the N records cut into batches
-of B), each included canary joins with probability q (as :mod:`dpaudit.onerun.inert` adds them), canary
+of B), each included canary joins with probability q (as :mod:`dpaudit.training_audit.inert` adds them),
+canary
 j moves the canary coordinates S along its own unit direction d_j in R^canary_dims by its clipped
 contribution c_{t,j} = C·f, f ~ U(0.3, 1), and Gaussian noise σC·ξ lands on S and on the k probe
 coordinates P; everything is divided by the code's divisor n_t. Directions are drawn once per canary;
 with more canaries than dimensions they overlap, which mimics the interference of real canaries.
 
-The knobs plant the bugs the conformance checks (:mod:`dpaudit.onerun.conformance`) must catch:
+The knobs plant the bugs the conformance checks (:mod:`dpaudit.training_audit.conformance`) must catch:
 ``signal_ratio`` scales what canaries add (3: clipping at 3C; 0.3: batch-level clipping),
 ``noise_ratio`` scales the noise (0.3: σ too small), ``reuse_noise`` reuses the first step's noise at
 every step (a constant seed), ``skip_noise_every`` = s drops the noise at every s-th step,
@@ -24,8 +25,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from dpaudit.onerun.declaration import DeclaredDPSGD
-from dpaudit.onerun.transcript import Transcript
+from dpaudit.training_audit.declaration import DeclaredDPSGD
+from dpaudit.training_audit.transcript import Transcript
 
 __all__ = ["DIVISORS", "batch_key", "simulate_transcript"]
 

@@ -1,7 +1,9 @@
 """The inert-canary audit of one run: wrap the user's batches, watch every step, decide.
 
-Glue between :mod:`dpaudit.onerun.canaries` (design and insertion), :mod:`dpaudit.onerun.observer`
-(the read-only taps) and :mod:`dpaudit.onerun.verdict`; :class:`dpaudit.onerun.OneRunAuditor` with
+Glue between :mod:`dpaudit.training_audit.canaries` (design and insertion),
+:mod:`dpaudit.training_audit.observer`
+(the read-only taps) and :mod:`dpaudit.training_audit.verdict`;
+:class:`dpaudit.training_audit.TrainingAuditor` with
 ``kind="inert"`` delegates here.
 """
 
@@ -12,11 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from dpaudit.onerun.canaries import design_canaries, find_inert_features, insert_canaries
-from dpaudit.onerun.declaration import DeclaredDPSGD
-from dpaudit.onerun.observer import StepObserver
-from dpaudit.onerun.transcript import Transcript, transcript_scores
-from dpaudit.onerun.verdict import Verdict, decide
+from dpaudit.training_audit.canaries import design_canaries, find_inert_features, insert_canaries
+from dpaudit.training_audit.declaration import DeclaredDPSGD
+from dpaudit.training_audit.observer import StepObserver
+from dpaudit.training_audit.transcript import Transcript, transcript_scores
+from dpaudit.training_audit.verdict import Verdict, decide
 
 __all__ = ["InertAudit"]
 
@@ -94,7 +96,7 @@ class InertAudit:
         return transcript_scores(self.transcript(), self.declared.sampling_rate)
 
     def verdict(self, confidence: float, guess_fractions: Sequence[float]) -> Verdict:
-        """The verdict on this run (:func:`dpaudit.onerun.verdict.decide`)."""
+        """The verdict on this run (:func:`dpaudit.training_audit.verdict.decide`)."""
         return decide(
             [self.transcript()],
             [self.included],

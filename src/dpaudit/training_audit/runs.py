@@ -2,7 +2,7 @@
 
 Each run gets its own auditor (its own canaries and inclusion bits, seeded from (seed, run)); the
 runs' canaries pool into one one-run analysis and every run's checks enter the verdict's joint level
-(:func:`dpaudit.onerun.verdict.decide`). Runs are independent, so they can go to Ray workers
+(:func:`dpaudit.training_audit.verdict.decide`). Runs are independent, so they can go to Ray workers
 (``runner="ray"``, the project's engine for sharded work; :func:`dpaudit.training.ray_session.ensure_ray`
 starts or joins it) or run one after the other in this process (``runner="local"``).
 """
@@ -16,10 +16,10 @@ import numpy as np
 
 from dpaudit.bounds.onerun import DEFAULT_GUESS_FRACTIONS
 from dpaudit.logs import progress
-from dpaudit.onerun.auditor import OneRunAuditor
-from dpaudit.onerun.declaration import DeclaredDPSGD
-from dpaudit.onerun.transcript import Transcript
-from dpaudit.onerun.verdict import Verdict, decide
+from dpaudit.training_audit.auditor import TrainingAuditor
+from dpaudit.training_audit.declaration import DeclaredDPSGD
+from dpaudit.training_audit.transcript import Transcript
+from dpaudit.training_audit.verdict import Verdict, decide
 
 __all__ = ["RUNNERS", "audit_runs", "run_seed"]
 
@@ -36,7 +36,7 @@ def run_seed(seed: int, run: int) -> int:
 def _one_run(
     train: TrainFunction, declared: DeclaredDPSGD, canaries: int, seed: int, loss: Any
 ) -> tuple[Transcript, np.ndarray]:
-    auditor = OneRunAuditor(canaries=canaries, declared=declared, seed=seed, loss=loss)
+    auditor = TrainingAuditor(canaries=canaries, declared=declared, seed=seed, loss=loss)
     train(auditor)
     try:
         return auditor.transcript(), auditor.included.copy()

@@ -34,8 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from dpaudit.onerun.check import TAP, CheckResult
-from dpaudit.onerun.transcript import Transcript
+from dpaudit.training_audit.check import TAP, CheckResult
+from dpaudit.training_audit.transcript import Transcript
 
 __all__ = ["NAME", "TOLERANCE", "TapVerifier", "current_learning_rate", "tap_check"]
 

@@ -13,8 +13,8 @@ or minus the iterate's change when the code never called ``apply_gradients``):
 * For canary j: d_{t,j} = g_{t,j}[S] / ‖g_{t,j}[S]‖ (its gradient at the current iterate θ_t, on S),
   c_{t,j} = ‖g_{t,j}[S]‖ · min(1, C / ‖g_{t,j}‖) (what its correctly clipped gradient adds along d).
 
-The observer (:mod:`dpaudit.onerun.observer`) fills a :class:`Transcript`; the conformance checks
-(:mod:`dpaudit.onerun.conformance`) and the ε lower bound (:func:`transcript_scores`) read it.
+The observer (:mod:`dpaudit.training_audit.observer`) fills a :class:`Transcript`; the conformance checks
+(:mod:`dpaudit.training_audit.conformance`) and the ε lower bound (:func:`transcript_scores`) read it.
 Everything the *scores* use is a function of the released iterates and the canaries, so any score
 is covered by DP-SGD's guarantee for the whole sequence of iterates (Nasr et al. 2021, threat
 models with intermediate models); ``present`` is the audit's own knowledge of which canaries joined
@@ -75,7 +75,7 @@ class Transcript:
     #: them; with any, ``residual`` is None. Empty when there are none, or the transcript is simulated.
     stochastic_layers: tuple[str, ...] = ()
     #: Per step [T], how far the gradient handed to ``apply_gradients`` fails to explain the audited
-    #: weights' change under ``update_rule`` (relative; NaN: untestable; :mod:`dpaudit.onerun.tap`).
+    #: weights' change under ``update_rule`` (relative; NaN: untestable; :mod:`dpaudit.training_audit.tap`).
     #: ``None`` when ``apply_gradients`` never received that gradient, or the transcript is simulated.
     update_mismatch: np.ndarray | None = None
     update_rule: str = ""

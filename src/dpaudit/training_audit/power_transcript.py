@@ -1,15 +1,15 @@
 """The power of THIS audit's bound: the smallest true ε its transcript-score bound shows above the claim.
 
-:func:`dpaudit.onerun.power.detectable_epsilon` answers for the ideal Gaussian canary game; the
+:func:`dpaudit.training_audit.power.detectable_epsilon` answers for the ideal Gaussian canary game; the
 verdict's bound is the ``steinke`` analysis (Steinke, Nasr & Jagielski 2023, Thm. 1) of
-:func:`~dpaudit.onerun.transcript.transcript_scores`, which loses much of that game's power (the
+:func:`~dpaudit.training_audit.transcript.transcript_scores`, which loses much of that game's power (the
 canaries' signal arrives on only the ~qT steps a canary joined, interference, the probe's noisy
 normalisation). So :func:`audit_power` simulates *that* statistic, with this run's m,
 inclusion count, declared (σ, C, q, T) and the canaries' own per-step signal μ_{t,j} (``expected``), under
 the declared DP-SGD with its noise scaled down, σ' = σ/λ (true ε: the declaration's accountant at σ').
 
 What one simulated run models (per run r, steps t, canaries j), the structure of
-:mod:`dpaudit.onerun.simulate` on the transcript's own numbers:
+:mod:`dpaudit.training_audit.simulate` on the transcript's own numbers:
 
 * inclusion: a uniformly random subset of the observed number of included canaries;
 * presence P_{t,j}: an included canary joins each step with probability q (Poisson, as ``inert`` adds them);
@@ -22,9 +22,10 @@ What one simulated run models (per run r, steps t, canaries j), the structure of
   with the signal, so m ≫ D caps the bound at any ε. D is estimated from the run
   (:func:`interference_dims`): power is not a null, so the run's own data may calibrate it.
 
-The score is then :func:`~dpaudit.onerun.transcript.transcript_scores`' formula on these y, and a run is
+The score is then :func:`~dpaudit.training_audit.transcript.transcript_scores`' formula on these y, and a
+run is
 detected when the ``steinke`` audit at ``confidence`` exceeds the claim, decided from the correct-guess
-thresholds of :func:`~dpaudit.onerun.power.guess_thresholds` (ties have probability 0). Common random
+thresholds of :func:`~dpaudit.training_audit.power.guess_thresholds` (ties have probability 0). Common random
 numbers (one seed per simulated audit) make each audit's outcome a function of λ alone; the 80 % point
 is bisected on log λ, an audit already detected below (or missed above) the current λ not re-simulated.
 """
@@ -40,8 +41,8 @@ import numpy as np
 from scipy import sparse
 
 from dpaudit.bounds.onerun import DEFAULT_GUESS_FRACTIONS
-from dpaudit.onerun.declaration import DeclaredDPSGD
-from dpaudit.onerun.transcript import Transcript
+from dpaudit.training_audit.declaration import DeclaredDPSGD
+from dpaudit.training_audit.transcript import Transcript
 
 __all__ = [
     "EPSILON_CAP",
@@ -204,8 +205,8 @@ def audit_power(
     """The smallest true ε at which this audit's bound exceeds ``declared.claimed_epsilon`` in a share
     ≥ ``power`` of simulated audits (module docstring), with its σ'. ``simulations``: by default as many
     as the work budget allows (64–200). Log-λ bisection to 0.5 %, the upper end returned."""
-    from dpaudit.onerun.power import guess_thresholds
     from dpaudit.training.accounting import compute_epsilon
+    from dpaudit.training_audit.power import guess_thresholds
 
     if not 0.0 < power < 1.0:
         raise ValueError(f"power must lie in (0, 1), got {power!r}")

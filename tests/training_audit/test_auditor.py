@@ -14,10 +14,10 @@ tf = pytest.importorskip("tensorflow")
 tfp_opt = pytest.importorskip("tensorflow_privacy")
 
 from dpaudit.bounds.onerun import ASSUMPTIONS  # noqa: E402
-from dpaudit.onerun import OneRunAuditor  # noqa: E402
+from dpaudit.training_audit import TrainingAuditor  # noqa: E402
 
-README = Path(__file__).resolve().parents[2] / "docs" / "one-run.md"
-SECTION = "## In your Keras training: `OneRunAuditor`"
+README = Path(__file__).resolve().parents[2] / "docs" / "training-audit.md"
+SECTION = "## In your Keras training: `TrainingAuditor`"
 
 
 def readme_example() -> str:
@@ -76,7 +76,7 @@ def test_readme_example_changes_few_lines_and_gives_a_verdict() -> None:
 
 def test_wrap_mixes_exactly_the_included_canaries_once_per_epoch() -> None:
     x, y = synthetic(300)
-    audit = OneRunAuditor(canaries=50, kind="input", seed=3)
+    audit = TrainingAuditor(canaries=50, kind="input", seed=3)
     wrapped = audit.wrap(tf.data.Dataset.from_tensor_slices((x, y)).batch(32))
     xs, ys = zip(*[(bx.numpy(), by.numpy()) for bx, by in wrapped], strict=True)
     assert max(len(b) for b in xs) == 32
@@ -85,13 +85,13 @@ def test_wrap_mixes_exactly_the_included_canaries_once_per_epoch() -> None:
     assert np.array_equal(audit._canary_x, x[:50]) and np.all(audit._canary_y != y[:50])
 
 
-def _gradient_run(kind_of_model: str) -> tuple[OneRunAuditor, Any, float]:
+def _gradient_run(kind_of_model: str) -> tuple[TrainingAuditor, Any, float]:
     """z = 0, q = 1, coordinates in the first kernel's rows of two always-zero input features: the
     data never moves them, so each included canary moves by exactly lr·C/n per step under SGD."""
     x, y = synthetic(400, zero_features=2)
     batch, epochs, clip, lr = 50, 2, 1.5, 0.1
     coords = [(0, i) for i in range(0, 32, 2)]  # kernel (10, 16): flat 0..31 are rows 0 and 1
-    audit = OneRunAuditor(
+    audit = TrainingAuditor(
         canaries=len(coords), kind="gradient", seed=1, sampling_rate=1.0, coordinates=coords
     )
     loss = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
@@ -135,7 +135,7 @@ def test_noisy_gradient_canaries_give_a_bound_below_the_mechanisms_epsilon() -> 
     features, zero, batch, epochs, z = 80, 64, 100, 2, 1.0
     x, y = synthetic(400, features=features, zero_features=zero)
     coords = [(0, i) for i in range(1000)]  # kernel (80, 16): flat 0..1023 are the 64 zero rows
-    audit = OneRunAuditor(canaries=1000, kind="gradient", seed=2, sampling_rate=1.0, coordinates=coords)
+    audit = TrainingAuditor(canaries=1000, kind="gradient", seed=2, sampling_rate=1.0, coordinates=coords)
     model = mlp(features)
     model.compile(
         optimizer=tfp_opt.DPKerasSGDOptimizer(l2_norm_clip=1.0, noise_multiplier=z, learning_rate=0.1),
@@ -155,8 +155,8 @@ def test_noisy_gradient_canaries_give_a_bound_below_the_mechanisms_epsilon() -> 
 
 def test_bad_configuration_is_rejected() -> None:
     with pytest.raises(ValueError, match="kind"):
-        OneRunAuditor(kind="weights")
+        TrainingAuditor(kind="weights")
     with pytest.raises(ValueError, match="sampling_rate"):
-        OneRunAuditor(kind="gradient", sampling_rate=1.5)
+        TrainingAuditor(kind="gradient", sampling_rate=1.5)
     with pytest.raises(ValueError, match="wrap"):
-        OneRunAuditor(kind="gradient").wrap(tf.data.Dataset.from_tensor_slices(([0.0], [0])))
+        TrainingAuditor(kind="gradient").wrap(tf.data.Dataset.from_tensor_slices(([0.0], [0])))

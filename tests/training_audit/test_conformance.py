@@ -10,16 +10,16 @@ import pytest
 from scipy.stats import norm
 
 from dpaudit.bounds.onerun import audit_one_run
-from dpaudit.onerun.conformance import (
+from dpaudit.training_audit.conformance import (
     ASSUMES_SGD_UPDATE,
     STOCHASTIC_MISMATCH_CHECKS,
     check_summary,
     run_checks,
 )
-from dpaudit.onerun.declaration import DeclaredDPSGD
-from dpaudit.onerun.simulate import simulate_transcript
-from dpaudit.onerun.snr import POOLED_WEIGHT
-from dpaudit.onerun.transcript import transcript_scores
+from dpaudit.training_audit.declaration import DeclaredDPSGD
+from dpaudit.training_audit.simulate import simulate_transcript
+from dpaudit.training_audit.snr import POOLED_WEIGHT
+from dpaudit.training_audit.transcript import transcript_scores
 
 POISSON = DeclaredDPSGD(1.0, 1.0, 100, 2000, steps=100, epsilon=2.0)  # q = 0.05
 SHUFFLE = DeclaredDPSGD(1.0, 1.0, 100, 2000, steps=100, epsilon=2.0, sampling="shuffle")

@@ -8,7 +8,7 @@ a random label. It enters the user's batches as an ordinary record, so the user'
 gradients, clipping, noise and averaging act on it as on any record, and its effect on the inert
 weights is not drowned by the data's own gradients. A third of the inert features (at least one) are
 kept free of canaries: their weights see only the noise (the *probe*), which calibrates every
-statistic of :mod:`dpaudit.onerun.transcript` without knowing the code's divisor or learning rate.
+statistic of :mod:`dpaudit.training_audit.transcript` without knowing the code's divisor or learning rate.
 
 A model with fewer than two such features (standardised tabular data, a convolution first) has no
 inert place: :func:`find_inert_features` says so, and the remedy is an audit-only input column (two
@@ -131,7 +131,7 @@ class CanaryDesign:
     """m canaries: unit directions ``directions`` [m, |canary features|] and class ``labels`` [m].
 
     A canary's input is ``scale`` · direction on the canary features and 0 elsewhere; ``scale`` is set
-    once the model is known (:func:`dpaudit.onerun.observer.calibrate_scale`), from all m canaries,
+    once the model is known (:func:`dpaudit.training_audit.observer.calibrate_scale`), from all m canaries,
     so it never depends on which are included.
     """
 

@@ -1,7 +1,7 @@
 """The canaries' signal-to-noise checks: the whole run and each part of it, against the declared null.
 
 Under the declared DP-SGD a_t = (b_t + Z_t)/w_t, Z_t ~ N(0, 1), w_t = √(χ²_k/k) independent over
-steps (:mod:`dpaudit.onerun.transcript`), so ρ̂ = Σ b_t a_t / Σ b_t² has an exact conditional law given
+steps (:mod:`dpaudit.training_audit.transcript`), so ρ̂ = Σ b_t a_t / Σ b_t² has an exact conditional law given
 the observed b_t, drawn here by Monte Carlo. Nothing of that null comes from the run's own spread: a
 bug cannot widen the yardstick it is measured with.
 
@@ -22,8 +22,8 @@ import math
 
 import numpy as np
 
-from dpaudit.onerun.check import CheckResult
-from dpaudit.onerun.transcript import Transcript
+from dpaudit.training_audit.check import CheckResult
+from dpaudit.training_audit.transcript import Transcript
 
 __all__ = ["NAMES", "NULL_DRAWS", "POOLED_WEIGHT", "SEGMENTS", "segment_estimates", "snr_checks", "snr_null"]
 

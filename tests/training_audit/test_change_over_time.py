@@ -11,10 +11,10 @@ import math
 import numpy as np
 import pytest
 
-from dpaudit.onerun.conformance import run_checks
-from dpaudit.onerun.declaration import DeclaredDPSGD
-from dpaudit.onerun.simulate import simulate_transcript
-from dpaudit.onerun.snr import NAMES, segment_estimates, snr_null
+from dpaudit.training_audit.conformance import run_checks
+from dpaudit.training_audit.declaration import DeclaredDPSGD
+from dpaudit.training_audit.simulate import simulate_transcript
+from dpaudit.training_audit.snr import NAMES, segment_estimates, snr_null
 
 DECLARED = DeclaredDPSGD(1.0, 1.0, 100, 2000, steps=200, epsilon=2.0)  # q = 0.05
 LEVEL = 0.025  # one run's share of the verdict's joint 95 %

@@ -29,12 +29,12 @@ from typing import Any
 import numpy as np
 
 from dpaudit.bounds.onerun import DEFAULT_GUESS_FRACTIONS, OneRunAudit, audit_one_run
-from dpaudit.onerun.check import NOT_APPLICABLE, PASSED, SKIPPED, TAP, CheckResult, unseen
-from dpaudit.onerun.conformance import run_checks
-from dpaudit.onerun.declaration import DeclaredDPSGD
-from dpaudit.onerun.power_transcript import EPSILON_CAP, audit_power
-from dpaudit.onerun.residual import mixing_warnings
-from dpaudit.onerun.transcript import Transcript, transcript_scores
+from dpaudit.training_audit.check import NOT_APPLICABLE, PASSED, SKIPPED, TAP, CheckResult, unseen
+from dpaudit.training_audit.conformance import run_checks
+from dpaudit.training_audit.declaration import DeclaredDPSGD
+from dpaudit.training_audit.power_transcript import EPSILON_CAP, audit_power
+from dpaudit.training_audit.residual import mixing_warnings
+from dpaudit.training_audit.transcript import Transcript, transcript_scores
 
 __all__ = ["MISMATCH", "NO_VIOLATION", "POWER", "VIOLATION", "Verdict", "bound_assumption", "decide"]
 
@@ -43,7 +43,7 @@ MISMATCH = "DOES NOT MATCH ITS DECLARED DP-SGD"
 NO_VIOLATION = "no violation found"
 POWER = 0.8
 #: Where a user reads how to raise the audit's power.
-DOCS = "docs/one-run.md"
+DOCS = "docs/training-audit.md"
 
 
 @dataclass(frozen=True)

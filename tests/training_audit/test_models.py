@@ -10,11 +10,11 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 tfp_opt = pytest.importorskip("tensorflow_privacy")
 
-from dpaudit.onerun import DeclaredDPSGD, OneRunAuditor  # noqa: E402
-from dpaudit.onerun.canaries import REMEDY  # noqa: E402
-from dpaudit.onerun.input_layer import first_dense_kernel  # noqa: E402
-from dpaudit.onerun.pergrad import dense_chain, jacobian_functions  # noqa: E402
-from dpaudit.onerun.tap import tap_check  # noqa: E402
+from dpaudit.training_audit import DeclaredDPSGD, TrainingAuditor  # noqa: E402
+from dpaudit.training_audit.canaries import REMEDY  # noqa: E402
+from dpaudit.training_audit.input_layer import first_dense_kernel  # noqa: E402
+from dpaudit.training_audit.pergrad import dense_chain, jacobian_functions  # noqa: E402
+from dpaudit.training_audit.tap import tap_check  # noqa: E402
 
 N, B, FEATURES, ZERO, CLIP, SIGMA = 120, 24, 12, 4, 1.0, 1.0
 LOSS = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
@@ -70,10 +70,10 @@ class Tutorial(tf.keras.Model):
         return {"loss": tf.reduce_mean(losses)}
 
 
-def fit(model: Any, canaries: int = 30, epochs: int = 1, ds: Any = None) -> OneRunAuditor:
+def fit(model: Any, canaries: int = 30, epochs: int = 1, ds: Any = None) -> TrainingAuditor:
     x, y = data()
     ds = ds if ds is not None else tf.data.Dataset.from_tensor_slices((x, y)).batch(B)
-    audit = OneRunAuditor(canaries=canaries, declared=declared(epochs), seed=0)
+    audit = TrainingAuditor(canaries=canaries, declared=declared(epochs), seed=0)
     model.fit(audit.wrap(ds), epochs=epochs, callbacks=[audit.callback()], verbose=0)
     return audit
 
@@ -182,7 +182,7 @@ def test_an_embedding_first_model_is_refused_with_a_remedy_for_token_ids() -> No
 
 def test_dict_inputs_and_two_label_outputs_are_refused_with_what_was_found() -> None:
     x, y = data()
-    audit = OneRunAuditor(canaries=10, declared=declared(), seed=0)
+    audit = TrainingAuditor(canaries=10, declared=declared(), seed=0)
     as_dict = tf.data.Dataset.from_tensor_slices(({"age": x[:, :6], "income": x[:, 6:]}, y)).batch(B)
     with pytest.raises(ValueError, match=r"a dict of 2 tensors \(keys \['age', 'income'\]\)"):
         audit.wrap(as_dict)

@@ -1,4 +1,5 @@
-"""One step's statistics from what the observer saw (NumPy; notation of :mod:`dpaudit.onerun.transcript`)."""
+"""One step's statistics from what the observer saw (NumPy; notation of
+:mod:`dpaudit.training_audit.transcript`)."""
 
 from __future__ import annotations
 

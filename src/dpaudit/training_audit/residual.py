@@ -2,7 +2,7 @@
 
 At every step the observer recomputes, at θ_t, the sum that the declared DP-SGD adds noise to:
 K̄_t = Σ_i clip_C(g_{t,i}) over every record the batch held, and fits it out of the observed update
-(:func:`dpaudit.onerun.stepstats.residual_statistics`). Under the declaration what is left is the
+(:func:`dpaudit.training_audit.stepstats.residual_statistics`). Under the declaration what is left is the
 Gaussian noise alone, on every coordinate, at the scale the probe measures, so for variable v with
 d_v coordinates each step gives F_{t,v} = ‖R_{t,v}‖² / (d_v ŝ_t²), stochastically at most F(d_v, k)
 (the fit removes one direction), independently over steps. Clipping the wrong thing (the batch's
@@ -21,8 +21,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from dpaudit.onerun.check import CheckResult
-from dpaudit.onerun.transcript import Transcript
+from dpaudit.training_audit.check import CheckResult
+from dpaudit.training_audit.transcript import Transcript
 
 __all__ = ["BATCH_MIXING", "NAME", "layer_kinds", "mixing_warnings", "residual_check", "skip_reason"]
 
@@ -53,7 +53,7 @@ def _null_means(
 
 def layer_kinds(layers: Sequence[str]) -> tuple[list[str], list[str]]:
     """(layers that mix the examples of a batch, layers that are random in training), by type name
-    (entries "Type 'name'" as :func:`dpaudit.onerun.observer.stochastic_layers` writes them)."""
+    (entries "Type 'name'" as :func:`dpaudit.training_audit.observer.stochastic_layers` writes them)."""
     mixing = [x for x in layers if x.split(" ")[0].endswith(BATCH_MIXING)]
     return mixing, [x for x in layers if x not in mixing]
 

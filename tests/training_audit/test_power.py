@@ -9,7 +9,7 @@ import pytest
 
 from dpaudit.bounds.onerun import audit_one_run, gdp_mu_for_epsilon
 from dpaudit.bounds.steinke import epsilon_from_guesses
-from dpaudit.onerun.power import detectable_epsilon, detection_mu, detection_rate, guess_thresholds
+from dpaudit.training_audit.power import detectable_epsilon, detection_mu, detection_rate, guess_thresholds
 
 CLAIM, DELTA, M, CONFIDENCE = 2.0, 1e-5, 1000, 0.975
 
@@ -72,9 +72,9 @@ RUN = {"m": 400, "canary_dims": 1000, "probe_dims": 64}
 
 @pytest.fixture(scope="module")
 def audited():
-    from dpaudit.onerun.declaration import DeclaredDPSGD
-    from dpaudit.onerun.power_transcript import audit_power
-    from dpaudit.onerun.simulate import simulate_transcript
+    from dpaudit.training_audit.declaration import DeclaredDPSGD
+    from dpaudit.training_audit.power_transcript import audit_power
+    from dpaudit.training_audit.simulate import simulate_transcript
 
     declared = DeclaredDPSGD(3.0, 1.0, 100, 1000, steps=200)
     rng = np.random.default_rng(7)
@@ -88,8 +88,8 @@ def audited():
 
 def _transcript_rate(declared, noise_multiplier: float, runs: int, seed: int) -> float:
     """Share of fresh simulated runs at ``noise_multiplier`` whose transcript-score bound beats the claim."""
-    from dpaudit.onerun.simulate import simulate_transcript
-    from dpaudit.onerun.transcript import transcript_scores
+    from dpaudit.training_audit.simulate import simulate_transcript
+    from dpaudit.training_audit.transcript import transcript_scores
 
     hits = 0
     for run in range(runs):
@@ -127,7 +127,7 @@ def test_the_ideal_game_statement_fails_that_calibration(audited):
 
 
 def test_audit_power_is_monotone_in_the_power_asked(audited):
-    from dpaudit.onerun.power_transcript import audit_power
+    from dpaudit.training_audit.power_transcript import audit_power
 
     declared, transcript, included, statement = audited
     lower = audit_power([transcript], [included], declared, confidence=CONFIDENCE, power=0.5).epsilon
@@ -135,9 +135,9 @@ def test_audit_power_is_monotone_in_the_power_asked(audited):
 
 
 def test_audit_power_is_inf_when_the_canaries_crowd_their_room():
-    from dpaudit.onerun.declaration import DeclaredDPSGD
-    from dpaudit.onerun.power_transcript import audit_power, interference_dims
-    from dpaudit.onerun.simulate import simulate_transcript
+    from dpaudit.training_audit.declaration import DeclaredDPSGD
+    from dpaudit.training_audit.power_transcript import audit_power, interference_dims
+    from dpaudit.training_audit.simulate import simulate_transcript
 
     declared = DeclaredDPSGD(3.0, 1.0, 100, 1000, steps=200)
     rng = np.random.default_rng(3)

@@ -1,16 +1,16 @@
-"""Keras-native one-run auditor: canaries through the user's own DP-SGD, a verdict against the claim.
+"""The training auditor (Keras-native): canaries through the user's own DP-SGD, a verdict against the claim.
 
 Steinke, Nasr & Jagielski 2023 and Mahloujifar, Melis & Chaudhuri 2024: the audit draws, from its own
 seed and before training, which of m canaries are included (independently, probability 1/2), lets
 them take part in one ordinary training run and turns what it saw into evidence. Three kinds:
 
 * ``kind="inert"`` (default; needs ``declared``, a :class:`DeclaredDPSGD`): input canaries on features
-  that are zero in every real record (:mod:`dpaudit.onerun.canaries`). :meth:`OneRunAuditor.wrap`
+  that are zero in every real record (:mod:`dpaudit.training_audit.canaries`). :meth:`TrainingAuditor.wrap`
   adds each included canary to each of the user's batches with probability q, so the user's own
   per-example gradients, clipping, noise and averaging act on it; the callback observes every step
-  (:mod:`dpaudit.onerun.observer`, read-only) and :meth:`OneRunAuditor.verdict` says whether a
+  (:mod:`dpaudit.training_audit.observer`, read-only) and :meth:`TrainingAuditor.verdict` says whether a
   violation is proven, the code does not match its declaration, or nothing was found and what the
-  audit could have detected (:mod:`dpaudit.onerun.verdict`).
+  audit could have detected (:mod:`dpaudit.training_audit.verdict`).
 * ``kind="input"`` (black box): mislabeled copies of real inputs (``canary_inputs="mislabeled"``)
   or uniform-noise inputs with random labels (``"ood"``) mixed into the records and scored by the
   trained model's loss. Weak at ordinary training lengths; kept for models audited as black boxes.
@@ -32,13 +32,13 @@ from typing import Any
 import numpy as np
 
 from dpaudit.bounds.onerun import DEFAULT_GUESS_FRACTIONS, OneRunAudit, audit_one_run
-from dpaudit.onerun.declaration import DeclaredDPSGD
-from dpaudit.onerun.inert import InertAudit
-from dpaudit.onerun.observer import per_example_loss
-from dpaudit.onerun.transcript import Transcript
-from dpaudit.onerun.verdict import Verdict
+from dpaudit.training_audit.declaration import DeclaredDPSGD
+from dpaudit.training_audit.inert import InertAudit
+from dpaudit.training_audit.observer import per_example_loss
+from dpaudit.training_audit.transcript import Transcript
+from dpaudit.training_audit.verdict import Verdict
 
-__all__ = ["KINDS", "OneRunAuditor", "OneRunResult"]
+__all__ = ["KINDS", "TrainingAuditor", "OneRunResult"]
 
 KINDS = ("inert", "input", "gradient")
 CANARY_INPUTS = ("mislabeled", "ood")
@@ -82,7 +82,7 @@ class OneRunResult:
         }
 
 
-class OneRunAuditor:
+class TrainingAuditor:
     """Audit one Keras DP training run with m canaries (see the module docstring).
 
     ``declared``: the DP-SGD the code claims to run (required for ``kind="inert"``, optional for the
@@ -332,13 +332,15 @@ class OneRunAuditor:
         return self._inert.added if self._inert is not None else ""
 
     def transcript(self) -> Transcript:
-        """What the callback observed at every step (``kind="inert"``; :mod:`dpaudit.onerun.transcript`)."""
+        """What the callback observed at every step (``kind="inert"``;
+        :mod:`dpaudit.training_audit.transcript`)."""
         if self._inert is None:
             raise ValueError("only kind='inert' observes every step")
         return self._inert.transcript()
 
     def verdict(self) -> Verdict:
-        """The verdict against the declared claim (see :mod:`dpaudit.onerun.verdict`), at ``confidence``
+        """The verdict against the declared claim (see :mod:`dpaudit.training_audit.verdict`), at
+        ``confidence``
         jointly; only ``kind="inert"`` observes enough of the run to give one."""
         if self._inert is None:
             raise ValueError(

@@ -1,7 +1,7 @@
 """Conformance checks: is the observed run the DP-SGD its declaration describes?
 
-Each check compares one run's :class:`~dpaudit.onerun.transcript.Transcript` with its
-:class:`~dpaudit.onerun.declaration.DeclaredDPSGD`. A rejected ``"mismatch"`` check proves (at its
+Each check compares one run's :class:`~dpaudit.training_audit.transcript.Transcript` with its
+:class:`~dpaudit.training_audit.declaration.DeclaredDPSGD`. A rejected ``"mismatch"`` check proves (at its
 level) that the code is NOT the declared DP-SGD, so the claimed ε was computed for another mechanism;
 it is never an ε bound. A ``"warning"`` is labelled as such and never enters a verdict.
 
@@ -11,12 +11,12 @@ Deterministic checks (``steps``, ``records_per_epoch``) cost nothing. Two checks
 with a probability we bound in closed form (see their functions); that bound is their level and is
 taken off the budget (or the check is reduced/skipped when the bound exceeds level/4). The rest is
 split equally (Bonferroni) among the stochastic mismatch checks that apply
-(:data:`STOCHASTIC_MISMATCH_CHECKS`, the clipped-sum residual of :mod:`dpaudit.onerun.residual`
+(:data:`STOCHASTIC_MISMATCH_CHECKS`, the clipped-sum residual of :mod:`dpaudit.training_audit.residual`
 among them); each is exact or conservative at its share. Warnings run at ``level``; so do the checks
 of :data:`ASSUMES_SGD_UPDATE` when the evidence is the weights' change, as labelled warnings. So under
 the declared DP-SGD, P(any mismatch rejected) ≤ ``level``.
 
-Notation as in :mod:`dpaudit.onerun.transcript`: ŝ_t = ‖probe_t‖/√k, and under the declaration
+Notation as in :mod:`dpaudit.training_audit.transcript`: ŝ_t = ‖probe_t‖/√k, and under the declaration
 ‖probe_t‖² · (n_t / σC)² ~ χ²_k independently over steps (n_t the code's unknown divisor).
 
 References: the declared step is Abadi et al. 2016, "Deep Learning with Differential Privacy",
@@ -28,10 +28,10 @@ spheres", JMLR), i.e. (1 + c)/2 ~ Beta((k−1)/2, (k−1)/2); Monte Carlo p-valu
 are exact (Phipson & Smyth 2010, "Permutation p-values should never be zero"). scipy.stats gives
 every distribution (binomtest, binom, chi2, beta); written here, because no library has them: the
 union bounds of ``repeated_batches``, ``noise_floor`` and ``fixed_size_batches``; the signal-to-noise
-checks and their exact null are in :mod:`dpaudit.onerun.snr`. Every null comes from the declared
+checks and their exact null are in :mod:`dpaudit.training_audit.snr`. Every null comes from the declared
 mechanism, never from the run's own spread (which a bug would widen).
 
-Statuses (:mod:`dpaudit.onerun.check`): a check that applies but cannot run is ``skipped`` with its
+Statuses (:mod:`dpaudit.training_audit.check`): a check that applies but cannot run is ``skipped`` with its
 reason; one that has nothing to test under the declaration is ``not applicable``; neither is passed.
 """
 
@@ -44,12 +44,12 @@ import numpy as np
 from scipy.special import gammaln, logsumexp
 from scipy.stats import beta, binom, binomtest, chi2
 
-from dpaudit.onerun.check import REJECTED, SKIPPED, CheckResult
-from dpaudit.onerun.declaration import DeclaredDPSGD
-from dpaudit.onerun.residual import residual_check
-from dpaudit.onerun.snr import snr_checks
-from dpaudit.onerun.tap import tap_check
-from dpaudit.onerun.transcript import Transcript
+from dpaudit.training_audit.check import REJECTED, SKIPPED, CheckResult
+from dpaudit.training_audit.declaration import DeclaredDPSGD
+from dpaudit.training_audit.residual import residual_check
+from dpaudit.training_audit.snr import snr_checks
+from dpaudit.training_audit.tap import tap_check
+from dpaudit.training_audit.transcript import Transcript
 
 __all__ = ["ASSUMES_SGD_UPDATE", "STOCHASTIC_MISMATCH_CHECKS", "CheckResult", "check_summary", "run_checks"]
 

@@ -7,10 +7,10 @@ import dataclasses
 import numpy as np
 import pytest
 
-from dpaudit.onerun.declaration import DeclaredDPSGD
-from dpaudit.onerun.residual import residual_check
-from dpaudit.onerun.simulate import simulate_transcript
-from dpaudit.onerun.stepstats import residual_statistics
+from dpaudit.training_audit.declaration import DeclaredDPSGD
+from dpaudit.training_audit.residual import residual_check
+from dpaudit.training_audit.simulate import simulate_transcript
+from dpaudit.training_audit.stepstats import residual_statistics
 
 DIMS = np.array([4096, 64, 4096, 64, 640, 10])
 DECLARED = DeclaredDPSGD(noise_multiplier=1.0, clip_norm=1.0, batch_size=20, dataset_size=400, steps=60)

@@ -13,11 +13,11 @@ import math
 import numpy as np
 import pytest
 
-import dpaudit.onerun.verdict as verdict_module
-from dpaudit.onerun.check import CATCHES, TAP, CheckResult
-from dpaudit.onerun.declaration import DeclaredDPSGD
-from dpaudit.onerun.simulate import simulate_transcript
-from dpaudit.onerun.verdict import MISMATCH, NO_VIOLATION, decide
+import dpaudit.training_audit.verdict as verdict_module
+from dpaudit.training_audit.check import CATCHES, TAP, CheckResult
+from dpaudit.training_audit.declaration import DeclaredDPSGD
+from dpaudit.training_audit.simulate import simulate_transcript
+from dpaudit.training_audit.verdict import MISMATCH, NO_VIOLATION, decide
 
 DECLARED = DeclaredDPSGD(1.0, 1.0, 100, 2000, steps=60, epsilon=2.0)
 

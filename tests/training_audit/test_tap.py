@@ -9,10 +9,16 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from dpaudit.onerun import DeclaredDPSGD, OneRunAuditor  # noqa: E402
-from dpaudit.onerun.simulate import simulate_transcript  # noqa: E402
-from dpaudit.onerun.tap import NAME, TOLERANCE, TapVerifier, current_learning_rate, tap_check  # noqa: E402
-from dpaudit.onerun.verdict import VIOLATION  # noqa: E402
+from dpaudit.training_audit import DeclaredDPSGD, TrainingAuditor  # noqa: E402
+from dpaudit.training_audit.simulate import simulate_transcript  # noqa: E402
+from dpaudit.training_audit.tap import (  # noqa: E402
+    NAME,
+    TOLERANCE,
+    TapVerifier,
+    current_learning_rate,
+    tap_check,
+)
+from dpaudit.training_audit.verdict import VIOLATION  # noqa: E402
 
 N, B, FEATURES, ZERO, CLIP, SIGMA = 120, 24, 12, 4, 1.0, 1.0
 LOSS = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
@@ -110,7 +116,7 @@ class NoisySGD(K.SGD):
         return super().apply_gradients(noisy, *args, **kwargs)
 
 
-def audited(optimizer: Any, noise_in_step: bool, epochs: int = 2) -> OneRunAuditor:
+def audited(optimizer: Any, noise_in_step: bool, epochs: int = 2) -> TrainingAuditor:
     tf.keras.utils.set_random_seed(0)
     inputs = tf.keras.Input((FEATURES,))
     model = HandWritten(inputs, tf.keras.layers.Dense(2)(tf.keras.layers.Dense(8, activation="relu")(inputs)))
@@ -124,7 +130,7 @@ def audited(optimizer: Any, noise_in_step: bool, epochs: int = 2) -> OneRunAudit
         epochs=epochs,
         sampling="shuffle",
     )
-    audit = OneRunAuditor(canaries=40, declared=declared, seed=0)
+    audit = TrainingAuditor(canaries=40, declared=declared, seed=0)
     x, y = data()
     ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(B)
     model.fit(audit.wrap(ds), epochs=epochs, callbacks=[audit.callback()], verbose=0)

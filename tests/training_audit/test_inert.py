@@ -10,9 +10,9 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 tfp_opt = pytest.importorskip("tensorflow_privacy")
 
-from dpaudit.onerun import DeclaredDPSGD, OneRunAuditor  # noqa: E402
-from dpaudit.onerun.canaries import REMEDY, find_inert_features  # noqa: E402
-from dpaudit.onerun.transcript import transcript_scores  # noqa: E402
+from dpaudit.training_audit import DeclaredDPSGD, TrainingAuditor  # noqa: E402
+from dpaudit.training_audit.canaries import REMEDY, find_inert_features  # noqa: E402
+from dpaudit.training_audit.transcript import transcript_scores  # noqa: E402
 
 N, B, EPOCHS, FEATURES, ZERO = 240, 24, 3, 12, 3
 
@@ -44,21 +44,21 @@ def model_and_data(noise: float, seed: int = 0) -> tuple[Any, Any]:
     return model, tf.data.Dataset.from_tensor_slices((x, y)).shuffle(N, seed=seed).batch(B)
 
 
-def audited_run(noise: float, canaries: int = 80, seed: int = 0) -> OneRunAuditor:
+def audited_run(noise: float, canaries: int = 80, seed: int = 0) -> TrainingAuditor:
     model, ds = model_and_data(noise, seed)
-    audit = OneRunAuditor(canaries=canaries, declared=declared(1.0), seed=seed)
+    audit = TrainingAuditor(canaries=canaries, declared=declared(1.0), seed=seed)
     model.fit(audit.wrap(ds), epochs=EPOCHS, callbacks=[audit.callback()], verbose=0)
     return audit
 
 
-def rho(audit: OneRunAuditor) -> float:
+def rho(audit: TrainingAuditor) -> float:
     t = audit.transcript()
     return float((t.signal * t.signal_observed).sum() / (t.signal**2).sum())
 
 
 def test_wrap_keeps_the_users_batches_and_adds_only_included_canaries_at_rate_q() -> None:
     x, y = data()
-    audit = OneRunAuditor(canaries=400, declared=declared(), seed=1)
+    audit = TrainingAuditor(canaries=400, declared=declared(), seed=1)
     wrapped = audit.wrap(tf.data.Dataset.from_tensor_slices((x, y)).batch(B))
     design = audit._inert.observer.design
     audit._inert.observer.table_x.assign(design.inputs(1.0)[audit.included])  # as install() does
@@ -109,7 +109,7 @@ def test_a_step_that_never_calls_apply_gradients_is_observed_through_the_iterate
     model = Manual(inputs, tf.keras.layers.Dense(2)(tf.keras.layers.Dense(8, activation="relu")(inputs)))
     model.compile(optimizer="sgd", loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     x, y = data()
-    audit = OneRunAuditor(canaries=40, declared=declared(), seed=0)
+    audit = TrainingAuditor(canaries=40, declared=declared(), seed=0)
     model.fit(
         audit.wrap(tf.data.Dataset.from_tensor_slices((x, y)).batch(B)),
         epochs=1,
@@ -132,8 +132,8 @@ def test_no_inert_features_names_the_remedy() -> None:
 
 def test_misuse_is_refused_with_the_fix() -> None:
     with pytest.raises(ValueError, match="declared=DeclaredDPSGD"):
-        OneRunAuditor(canaries=10)
-    audit = OneRunAuditor(canaries=10, declared=declared())
+        TrainingAuditor(canaries=10)
+    audit = TrainingAuditor(canaries=10, declared=declared())
     with pytest.raises(ValueError, match="call wrap"):
         audit.callback()
     with pytest.raises(ValueError, match="exactly one of epochs and steps"):
@@ -143,9 +143,9 @@ def test_misuse_is_refused_with_the_fix() -> None:
 
 
 def test_runs_pool_their_canaries_and_every_runs_checks() -> None:
-    from dpaudit.onerun.runs import audit_runs, run_seed
+    from dpaudit.training_audit.runs import audit_runs, run_seed
 
-    def train(auditor: OneRunAuditor) -> None:
+    def train(auditor: TrainingAuditor) -> None:
         model, ds = model_and_data(noise=1.0, seed=auditor.seed % 1000)
         model.fit(auditor.wrap(ds), epochs=EPOCHS, callbacks=[auditor.callback()], verbose=0)
 
@@ -158,7 +158,7 @@ def test_runs_pool_their_canaries_and_every_runs_checks() -> None:
 
 
 def test_the_dense_chain_shortcut_gives_the_jacobians_norms_rows_and_clipped_sums() -> None:
-    from dpaudit.onerun.pergrad import chain_functions, dense_chain, jacobian_functions
+    from dpaudit.training_audit.pergrad import chain_functions, dense_chain, jacobian_functions
 
     model, _ = model_and_data(noise=1.0)
     loss = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")

@@ -2,7 +2,7 @@
 
 The inert-canary audit needs a ``Dense`` layer whose kernel rows are the raw (flattened) input's
 features: the rows of features that are 0 in every real record are then moved only by canaries and
-noise (:mod:`dpaudit.onerun.canaries`). Models hide that layer in many ways: a ``Sequential`` inside a
+noise (:mod:`dpaudit.training_audit.canaries`). Models hide that layer in many ways: a ``Sequential`` inside a
 ``Model`` subclass that overrides ``train_step`` (the DP-SGD tutorials' pattern), a functional model
 inside a subclass, layers held as attributes. So the layer is found by *calling* the model once and
 recording which layer runs first on the input (each layer's ``call`` is wrapped for that one call),
@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from dpaudit.onerun.canaries import REMEDY
+from dpaudit.training_audit.canaries import REMEDY
 
 __all__ = ["PASSTHROUGH_LAYERS", "first_dense_kernel", "input_reader", "remedy_for"]
 
