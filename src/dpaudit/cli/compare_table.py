@@ -5,8 +5,10 @@ Pure functions on plain data (no DVC, no files), so the layout is tested on cons
 report's summary (ε proven with its level, ε promised, their ratio, utility); it reads the utility
 both as ``{"utility": {measure: value}}`` and as ``"utility": value`` with ``"utility_measure"``.
 :func:`changed_audits` keeps the audits whose headline differs between experiments as displayed,
-and :func:`render` lays out one row per experiment in at most :data:`WIDTH` columns: the changed
-parameters (wrapped to two lines, then ``+N``) and as many audits as fit, naming the ones left out.
+those whose verdict (``caught``: the audit flagged the training's claim) changed first, and
+:func:`render` opens with one line per changed verdict, then lays out one row per experiment in at
+most :data:`WIDTH` columns: the changed parameters (wrapped to two lines, then ``+N``) and as many
+audits as fit, naming the ones left out.
 """
 
 from __future__ import annotations
@@ -91,6 +93,13 @@ def promised(epsilon_upper: Any) -> tuple[str | None, float | None]:
     return None, None
 
 
+def caught_of(entry: Mapping[str, Any] | None) -> bool | None:
+    """The audit's verdict from its summary entry: ``caught`` (1: a violation proven or the code does
+    not match its declaration; 0: nothing found), None where the audit gives no verdict."""
+    value = _finite((entry or {}).get("caught"))
+    return None if value is None else value > 0
+
+
 def headline(entry: Mapping[str, Any] | None) -> dict[str, Any]:
     """The four headline numbers of one audit's summary entry, with what qualifies them.
 
@@ -112,6 +121,8 @@ def headline(entry: Mapping[str, Any] | None) -> dict[str, Any]:
         "ratio": ratio,
         "utility": utility,
         "utility_measure": measure,
+        "caught": caught_of(entry),
+        "epsilon_claimed": _finite(entry.get("epsilon_claimed")),
     }
 
 
@@ -125,15 +136,42 @@ def cells(head: Mapping[str, Any] | None, level_in_cell: bool) -> tuple[str, str
     return (proven, number(head["epsilon_upper"], "up"), number(head["ratio"]), number(head["utility"]))
 
 
+def verdict_changed(summaries: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Audits (in first-seen order) whose verdict (``caught``) differs between the summaries."""
+    audits = list(dict.fromkeys(a for s in summaries for a, e in s.items() if isinstance(e, Mapping)))
+    return [a for a in audits if len({caught_of(s.get(a)) for s in summaries} - {None}) > 1]
+
+
 def changed_audits(summaries: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Audits (in first-seen order) whose displayed headline differs between the summaries."""
+    """Audits whose displayed headline or verdict differs between the summaries: those whose verdict
+    changed first, then the others, each in first-seen order."""
     audits = list(dict.fromkeys(a for s in summaries for a, e in s.items() if isinstance(e, Mapping)))
     changed = []
     for audit in audits:
         shown = {cells(headline(s[audit]) if audit in s else None, True) for s in summaries}
         if len(shown) > 1:
             changed.append(audit)
-    return changed
+    flipped = verdict_changed(summaries)
+    return flipped + [a for a in changed if a not in flipped]
+
+
+def verdict_lines(result: Mapping[str, Any], width: int = WIDTH) -> list[str]:
+    """One line per audit whose verdict changed: in which experiments it caught the training's claim
+    (with the claimed ε) and in which it found nothing."""
+    rows = result["experiments"]
+    out = []
+    for audit in result["audits"]:
+        heads = [(r["name"], r["headlines"].get(audit)) for r in rows]
+        caught = [n for n, h in heads if h and h.get("caught")]
+        clean = [n for n, h in heads if h and h.get("caught") is False]
+        if not caught or not clean:
+            continue
+        claims = {h["epsilon_claimed"] for _, h in heads if h and h.get("epsilon_claimed") is not None}
+        claim = f" (claimed ε {number(claims.pop())})" if len(claims) == 1 else ""
+        found, nothing = ", ".join(caught), ", ".join(clean)
+        text = f"VERDICT CHANGED {audit}{claim}: caught in {found}; nothing found in {nothing}"
+        out.append(fit(text, width))
+    return out
 
 
 # --------------------------------------------------------------------------------------- parameters
@@ -287,7 +325,7 @@ def render(result: Mapping[str, Any], width: int = WIDTH) -> list[str]:
         text = name.ljust(name_w) + GAP + fit(params, params_w).ljust(params_w) + "".join(group_cells)
         return text.rstrip()[:width]
 
-    out = []
+    out = verdict_lines(result, width)
     if groups:
         names_line = "".join(GAP + fit(g["audit"], g["width"]).ljust(g["width"]) for g in groups)
         out.append((" " * left + names_line)[:width])
