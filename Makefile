@@ -41,7 +41,7 @@ chromium:
 	fi
 
 test: env lint chromium
-	. $(BIN)/activate && DPAUDIT_PROGRESS=0 TF_CPP_MIN_LOG_LEVEL=2 python -m pytest -m "not slow"
+	. $(BIN)/activate && DPAUDIT_PROGRESS=0 TF_CPP_MIN_LOG_LEVEL=2 python -m pytest -m "not slow" --durations=25
 
 test-e2e: env
-	. $(BIN)/activate && DPAUDIT_PROGRESS=0 TF_CPP_MIN_LOG_LEVEL=2 python -m pytest -m slow
+	. $(BIN)/activate && DPAUDIT_PROGRESS=0 TF_CPP_MIN_LOG_LEVEL=2 python -m pytest -m slow --durations=0
