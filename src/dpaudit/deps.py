@@ -50,6 +50,9 @@ DYNAMIC_SITES: dict[str, tuple[str, ...]] = {
     f"{EXPERIMENTS}.base": ("f'{self.package}.{module}'",),
     # the check stage's size limits: every audited experiment's config module
     f"{PACKAGE}.pipeline.check": ("f'dpaudit.experiments.{audit.experiment}.config'",),
+    # the training audit's user function ("<module>:<function>"): the user's code, outside dpaudit (its
+    # file's md5 is in the check stage's per-audit record, data/check/models/<audit>.json)
+    f"{EXPERIMENTS}.training_audit.config": ("module_name",),
     # lazy_exports(): a package's lazy re-exports, followed per name through its ``_LAZY`` table
     f"{PACKAGE}.lazy": ("table[name]",),
     # get_profile(name): a reproduction profile, run by `python -m dpaudit.fidelity`, never by a stage

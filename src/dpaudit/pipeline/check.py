@@ -124,7 +124,25 @@ def model_records(
                 raise type(exc)(f"params: '{key}' = {keras!r}: {exc}") from None
             md5 = hashlib.md5((root / path).read_bytes(), usedforsecurity=False).hexdigest()
         records[audit.name] = {"audit": audit.name, "keras": keras, "md5": md5}
+        source = function_source(configs[audit.experiment], root)
+        if source is not None:  # a training function of the user's: editing its file reruns the audit
+            records[audit.name]["function_source"] = source
     return records
+
+
+def function_source(config: Any, root: Path = Path(".")) -> dict[str, Any] | None:
+    """``{"path", "md5"}`` of the module file of the user's training function named by
+    ``<experiment>.train.function`` (``"<module>:<function>"``, the module under ``root``), or None
+    when the experiment names none or the module is not a file under ``root``."""
+    spec = getattr(getattr(config, "train", None), "function", None)
+    if not isinstance(spec, str) or ":" not in spec:
+        return None
+    base = root / Path(*spec.partition(":")[0].split("."))
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            md5 = hashlib.md5(path.read_bytes(), usedforsecurity=False).hexdigest()
+            return {"path": path.relative_to(root).as_posix(), "md5": md5}
+    return None
 
 
 class ModelFileError(ValueError):

@@ -21,7 +21,7 @@ from dpaudit.training_audit.declaration import DeclaredDPSGD
 from dpaudit.training_audit.transcript import Transcript
 from dpaudit.training_audit.verdict import Verdict, decide
 
-__all__ = ["RUNNERS", "audit_runs", "run_seed"]
+__all__ = ["RUNNERS", "audit_runs", "run_seed", "run_transcripts"]
 
 RUNNERS = ("local", "ray")
 #: The user's training: given a fresh auditor, build the model and loader, wrap, fit with its callback.
@@ -62,13 +62,39 @@ def audit_runs(
     ``auditor.callback()`` to ``fit``. With ``runner="ray"`` it runs in Ray workers (it must then be
     importable or picklable by Ray).
     """
+    results = run_transcripts(
+        train, declared, runs=runs, canaries=canaries, seed=seed, runner=runner, loss=loss
+    )
+    return decide(
+        [t for t, _ in results],
+        [inc for _, inc in results],
+        declared,
+        confidence=confidence,
+        seed=seed,
+        guess_fractions=guess_fractions,
+    )
+
+
+def run_transcripts(
+    train: TrainFunction,
+    declared: DeclaredDPSGD,
+    *,
+    runs: int,
+    canaries: int = 500,
+    seed: int = 0,
+    runner: str = "local",
+    loss: Any = None,
+) -> list[tuple[Transcript, np.ndarray]]:
+    """The ``runs`` independent runs of ``train`` (each with a fresh auditor seeded by
+    :func:`run_seed`): every run's transcript and canary inclusion bits, in run order. What
+    :func:`audit_runs` pools; the pipeline's training audit stores them for its bounds stage."""
     if int(runs) != runs or runs < 1:
         raise ValueError(f"runs must be a whole number >= 1, got {runs!r}")
     if runner not in RUNNERS:
         raise ValueError(f"runner must be one of {RUNNERS}, got {runner!r}")
     seeds = [run_seed(seed, r) for r in range(runs)]
     if runner == "local":
-        results = [
+        return [
             _one_run(train, declared, canaries, s, loss)
             for s in progress(seeds, desc="audited runs", unit="run")
         ]
@@ -85,12 +111,4 @@ def audit_runs(
             while pending:
                 _, pending = ray.wait(pending, num_returns=1)
                 bar.update(1)
-        results = ray.get(refs)
-    return decide(
-        [t for t, _ in results],
-        [inc for _, inc in results],
-        declared,
-        confidence=confidence,
-        seed=seed,
-        guess_fractions=guess_fractions,
-    )
+        return list(ray.get(refs))
