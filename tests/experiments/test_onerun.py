@@ -349,3 +349,14 @@ def test_the_ceiling_does_not_reseed_on_the_last_digits_of_epsilon() -> None:
     a = ideal_ceiling(3.9999982113978327, 1e-5, 100, "steinke", 0.95, 8)
     b = ideal_ceiling(3.999998211445642, 1e-5, 100, "steinke", 0.95, 8)
     assert a == pytest.approx(b, rel=1e-6)
+
+
+def test_the_verdict_says_when_the_audit_could_not_catch_a_violation() -> None:
+    """A ceiling below the claim reads as 'could not catch a violation', never as a bare number."""
+    from dpaudit.experiments.onerun.report import verdict_words
+
+    words = verdict_words(False, 0.2, 4.0, 1.83, 0.95)
+    assert words.startswith("no violation found") and "1.83" in words and "below the claim 4" in words
+    assert "could not catch a violation" in words
+    assert "could not catch" not in verdict_words(False, 0.2, 4.0, 6.0, 0.95)
+    assert verdict_words(True, 9.0, 4.0, 6.0, 0.95).startswith("VIOLATION PROVEN: ε ≥ 9 > claimed 4")

@@ -4,6 +4,8 @@ with its ceiling, ε_LB against the number of canaries, and the canaries' scores
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from dpaudit.experiments.base import BoundsResult, TrainManifest
 from dpaudit.experiments.onerun.bounds import SCORES
 from dpaudit.experiments.onerun.config import BREAK_KEY, OneRunConfig
@@ -24,12 +26,39 @@ BREAKS = {
 }
 
 
+def verdict_words(caught: bool, epsilon_lower: float, claimed: float, ceiling: float, level: float) -> str:
+    """The one-run audit's verdict in the training audit's words: a violation proven, or nothing found
+    and whether this audit could have shown a violation at all (its ceiling on the ideal canary game at
+    the claimed ε against the claim)."""
+    if caught:
+        return (
+            f"VIOLATION PROVEN: ε ≥ {epsilon_lower:.3g} > claimed {claimed:.3g} "
+            f"({level:.0%})"
+        )
+    if ceiling < claimed:
+        return (
+            f"no violation found; this audit could not have shown more than {ceiling:.3g}, below "
+            f"the claim {claimed:.3g}, so it could not catch a violation"
+        )
+    return (
+        f"no violation found; this audit could have shown up to {ceiling:.3g} (ideal game at the "
+        f"claim {claimed:.3g}), so a violation would likely have been caught"
+    )
+
+
 def section(
     config: OneRunConfig, audit: Audit, manifest: TrainManifest, result: BoundsResult
 ) -> ReportSection:
     """The audit's section from the bounds stage's numbers."""
     blocks = AuditBlocks(audit.name)
     ctx, facts, best = result.context, manifest.facts, result.summary[0]
+    words = verdict_words(
+        bool(ctx["caught"]),
+        float(best.epsilon_lower or 0.0),
+        float(ctx["epsilon_claimed"]),
+        float(best.scores.get("ceiling") or 0.0),
+        float(config.bounds.confidence),
+    )
     analyses: list[str] = list(ctx["analyses"])
     levels = sorted({float(ctx["levels"][a]) for a in analyses})
     upper = best.epsilon_upper
@@ -110,6 +139,7 @@ def section(
             title="Claim against proof",
             columns=[
                 "pipeline",
+                "verdict",
                 "claimed ε",
                 "ε_LB",
                 "caught",
@@ -118,13 +148,18 @@ def section(
             rows=[
                 [
                     BREAKS[str(facts[BREAK_KEY])],
+                    words,
                     short_number(ctx["epsilon_claimed"]),
                     short_number(best.epsilon_lower or 0.0),
                     "yes" if ctx["caught"] else "no",
                     *(short_number(v) for v in upper.values()),
                 ]
             ],  # fmt: skip
-            caption="caught: the proven ε_LB exceeds the claimed ε of the declared configuration.",
+            caption=(
+                "caught: the proven ε_LB exceeds the claimed ε of the declared configuration. The ceiling "
+                "is what an ideal attack on the ideal Gaussian canary game with these m canaries would "
+                "show at the claimed ε: below the claim, this audit could not catch a violation."
+            ),
         ),
     ]
     brk = str(facts[BREAK_KEY])
@@ -138,10 +173,11 @@ def section(
         + (f" (trained with z = {ctx['noise_multiplier_used']:.4g})" if brk == "noise_div10" else "")
         + (f"; the MLP has {manifest.sizes['padding']} extra all-zero input features to hold the canaries"
            if manifest.sizes["padding"] else "")
-        + "."
+        + f". Verdict: {words}."
     )  # fmt: skip
+    summary_rows = [replace(row, setting=f"{row.setting}: {words}") for row in result.summary]
     summary = annotate(
-        result.summary,
+        summary_rows,
         f"{len(analyses)} analyses of {manifest.sizes['canaries']} canaries in one run",
         best.confidence,
     )
