@@ -72,10 +72,6 @@ def test_train_stages_run_no_report_or_other_experiment(graph: deps.Graph) -> No
         others = [e for e in experiments if e != experiment]
         assert not {p for p in paths if p.startswith("src/dpaudit/report/")}, experiment
         for estimator in ("epsilon_star.py", "auditor.py", "onerun.py", "tradeoff.py"):
-            if experiment == "training_audit" and estimator in ("onerun.py", "tradeoff.py"):
-                # the user's training runs under TrainingAuditor, whose module imports the one-run
-                # bound and its f-DP trade-off (its verdict() method): part of what it trains under
-                continue
             assert f"src/dpaudit/bounds/{estimator}" not in paths, (experiment, estimator)
         assert not {p for p in paths for o in others if p.startswith(f"src/dpaudit/experiments/{o}/")}
         assert "src/dpaudit/pipeline/check.py" not in paths

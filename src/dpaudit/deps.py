@@ -49,10 +49,13 @@ DYNAMIC_SITES: dict[str, tuple[str, ...]] = {
     # PackagedExperiment._stage: the stage's module of the audit's experiment
     f"{EXPERIMENTS}.base": ("f'{self.package}.{module}'",),
     # the check stage's size limits: every audited experiment's config module
-    f"{PACKAGE}.pipeline.check": ("f'dpaudit.experiments.{audit.experiment}.config'",),
+    f"{PACKAGE}.pipeline.check": ("f'dpaudit.experiments.{experiment}.config'",),
     # the training audit's user function ("<module>:<function>"): the user's code, outside dpaudit (its
     # file's md5 is in the check stage's per-audit record, data/check/models/<audit>.json)
     f"{EXPERIMENTS}.training_audit.config": ("module_name",),
+    # the training audit's one door to its library (dpaudit.training_audit), loaded by the check stage
+    # (whose per-audit record holds the library's md5) and, per audit, by that experiment's stages
+    f"{EXPERIMENTS}.training_audit.design": ("f'{LIBRARY}.{module}'",),
     # lazy_exports(): a package's lazy re-exports, followed per name through its ``_LAZY`` table
     f"{PACKAGE}.lazy": ("table[name]",),
     # get_profile(name): a reproduction profile, run by `python -m dpaudit.fidelity`, never by a stage
@@ -68,17 +71,20 @@ class Stage:
     ``experiment_modules``: for a per-audit stage (``foreach: ${audits}``), the audit's experiment
     package and these of its modules (relative names); ``None`` for any other stage.
     ``all_experiments``: the stage imports every experiment package (``registry()``).
+    ``loads``: modules the stage imports by name at run time besides those (see :data:`DYNAMIC_SITES`).
     """
 
     script: str
     experiment_modules: tuple[str, ...] | None = None
     all_experiments: bool = False
+    loads: tuple[str, ...] = ()
 
 
 #: Every stage kind of dvc.yaml. ``download``/``download-custom`` (and the other ``-custom`` stages)
 #: run the same script with and without ``--custom``, so they share one closure.
 STAGES: dict[str, Stage] = {
-    "check": Stage("stages/check.py", all_experiments=True),
+    # check: the training audit library, whose md5 goes into that audit's record (code_record)
+    "check": Stage("stages/check.py", all_experiments=True, loads=(f"{PACKAGE}.training_audit.runs",)),
     "download": Stage("stages/download.py"),
     "prepare": Stage("stages/prepare.py"),
     "sensitivity": Stage("stages/sensitivity.py"),
@@ -319,6 +325,7 @@ def stage_modules(graph: Graph, kind: str, experiment: str | None = None) -> set
     roots = set(script_imports(graph, graph.src.parent / stage.script))
     if stage.all_experiments:
         roots.update(graph.experiments())
+    roots.update(stage.loads)
     if stage.experiment_modules is not None:
         if experiment is None:
             raise ValueError(f"stage {kind} runs per audit: name the experiment")

@@ -207,3 +207,22 @@ def test_two_runs_pool_into_one_verdict(custom_params: tuple[Path, dict[str, Any
     assert metrics["verdict"]["runs"] == 2 and metrics["verdict"]["canaries"] == 40
     # every run's checks enter the verdict: the per-run checks appear once per run
     assert "steps" in metrics["checks"] and "steps_2" in metrics["checks"]
+
+
+def test_the_check_record_follows_the_function_file_and_the_library(tmp_path: Path) -> None:
+    """train@<audit> depends on its check record: the user's module file and the training audit
+    library are in it by md5, so editing either reruns this audit (and no other audit)."""
+    from dpaudit.experiments.training_audit.config import code_record
+
+    pkg = tmp_path / "mine"
+    pkg.mkdir()
+    (pkg / "fit.py").write_text("def fit(dataset, audit):\n    return None\n")
+    config = config_from_params({"training_audit": section(function="mine.fit:fit", options={})})
+    before = code_record(config, tmp_path)
+    assert before["function_source"]["path"] == "mine/fit.py"
+    assert "dpaudit/training_audit/verdict.py" in before["library"]
+    assert "dpaudit/bounds/onerun.py" in before["library"]
+    (pkg / "fit.py").write_text("def fit(dataset, audit):\n    return 1\n")
+    after = code_record(config, tmp_path)
+    assert after["function_source"]["md5"] != before["function_source"]["md5"]
+    assert after["library"] == before["library"]

@@ -124,25 +124,10 @@ def model_records(
                 raise type(exc)(f"params: '{key}' = {keras!r}: {exc}") from None
             md5 = hashlib.md5((root / path).read_bytes(), usedforsecurity=False).hexdigest()
         records[audit.name] = {"audit": audit.name, "keras": keras, "md5": md5}
-        source = function_source(configs[audit.experiment], root)
-        if source is not None:  # a training function of the user's: editing its file reruns the audit
-            records[audit.name]["function_source"] = source
+        code_record = getattr(_config_module(audit.experiment), "code_record", None)
+        if code_record is not None:  # the user's code the audit runs: editing it reruns this audit
+            records[audit.name]["code"] = code_record(configs[audit.experiment], root)
     return records
-
-
-def function_source(config: Any, root: Path = Path(".")) -> dict[str, Any] | None:
-    """``{"path", "md5"}`` of the module file of the user's training function named by
-    ``<experiment>.train.function`` (``"<module>:<function>"``, the module under ``root``), or None
-    when the experiment names none or the module is not a file under ``root``."""
-    spec = getattr(getattr(config, "train", None), "function", None)
-    if not isinstance(spec, str) or ":" not in spec:
-        return None
-    base = root / Path(*spec.partition(":")[0].split("."))
-    for path in (base.with_suffix(".py"), base / "__init__.py"):
-        if path.is_file():
-            md5 = hashlib.md5(path.read_bytes(), usedforsecurity=False).hexdigest()
-            return {"path": path.relative_to(root).as_posix(), "md5": md5}
-    return None
 
 
 class ModelFileError(ValueError):
@@ -205,6 +190,11 @@ def check_models_dir(root: Path = Path(".")) -> None:
                 )
 
 
+def _config_module(experiment: str) -> Any:
+    """The config module of ``experiment`` (optional hooks: ``check_limits``, ``code_record``)."""
+    return importlib.import_module(f"dpaudit.experiments.{experiment}.config")
+
+
 def check_limits(params: Mapping[str, Any], audits: Any) -> None:
     """Sizes only the dataset can refuse, for every audit, before any work (each error names the key
     and the limit): an experiment's config module may define ``check_limits(config, dataset, size)``,
@@ -215,8 +205,7 @@ def check_limits(params: Mapping[str, Any], audits: Any) -> None:
     data = DataConfig.from_params(params)
     sizes: dict[str, Any] = {}
     for audit in audits:
-        module = importlib.import_module(f"dpaudit.experiments.{audit.experiment}.config")
-        check = getattr(module, "check_limits", None)
+        check = getattr(_config_module(audit.experiment), "check_limits", None)
         if check is None:
             continue
         if audit.dataset not in sizes:

@@ -20,7 +20,7 @@ from scipy import stats
 from dpaudit.bounds.accountants import epsilons_for_event
 from dpaudit.experiments.base import BoundsResult, TrainManifest, finite_number
 from dpaudit.experiments.training_audit.config import TrainingAuditConfig, declared_dpsgd
-from dpaudit.experiments.training_audit.design import RUNS_FILE, load_runs
+from dpaudit.experiments.training_audit.design import RUNS_FILE, library, load_runs
 from dpaudit.layout import Audit
 from dpaudit.results import SummaryRow
 from dpaudit.table import ResultRow, ResultsTable
@@ -99,12 +99,10 @@ def _finite_or_none(x: float | None) -> float | None:
 def bounds(config: TrainingAuditConfig, audit: Audit, manifest: TrainManifest) -> BoundsResult:
     """The verdict, its numbers, the per-step plots of the first run and the summary row."""
     from dpaudit.experiments.training_audit.config import Declared
-    from dpaudit.training_audit.verdict import decide
-
     facts = manifest.facts
     declared = declared_dpsgd(Declared(**facts["declared"]), int(facts["dataset_size"]))
     transcripts, included = load_runs(audit.train_dir / RUNS_FILE)
-    verdict = decide(
+    verdict = library("verdict").decide(
         transcripts,
         included,
         declared,

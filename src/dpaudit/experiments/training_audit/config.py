@@ -20,6 +20,7 @@ import inspect
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from dpaudit.config import ParamsError, dataset_entry, from_mapping, require, section
@@ -157,7 +158,6 @@ def load_function(spec: str, key: str = f"{KEY}.train.function") -> Callable[...
     """The user's function named ``"<module>:<function>"`` (the module imported from sys.path, which the
     stages and the check stage extend by the working directory); errors name ``key``."""
     import sys
-    from pathlib import Path
 
     root = str(Path.cwd())
     if root not in sys.path:
@@ -238,11 +238,41 @@ def check_limits(config: TrainingAuditConfig, dataset: str, size: DatasetSize) -
     check_declaration(tp.declared, audit_size(config, dataset, size.train))
 
 
+def code_record(config: TrainingAuditConfig, root: Path) -> dict[str, Any]:
+    """For the check stage's record of this audit (its train stage depends on it): the md5 of the user's
+    function's module file (when it lies under ``root``) and of every file of the training audit
+    library that the train stage runs, so that editing either reruns this audit alone."""
+    import hashlib
+    import sys
+
+    from dpaudit.experiments.training_audit.design import LIBRARY, library
+
+    def md5(path: Path) -> str:
+        return hashlib.md5(path.read_bytes(), usedforsecurity=False).hexdigest()
+
+    record: dict[str, Any] = {"function": config.train.function, "function_source": None}
+    base = root / Path(*config.train.function.partition(":")[0].split("."))
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            record["function_source"] = {"path": path.relative_to(root).as_posix(), "md5": md5(path)}
+            break
+    library("runs")  # the library's whole closure, as the train stage imports it
+    files = sorted(
+        Path(module.__file__)
+        for name, module in list(sys.modules.items())
+        if name.startswith(("dpaudit.training_audit", "dpaudit.bounds")) and getattr(module, "__file__", None)
+    )
+    src = Path(sys.modules["dpaudit"].__file__).parent.parent
+    record["library"] = {path.relative_to(src).as_posix(): md5(path) for path in files}
+    record["library_root"] = LIBRARY
+    return record
+
+
 def declared_dpsgd(declared: Declared, size: int) -> Any:
     """The library's :class:`~dpaudit.training_audit.DeclaredDPSGD` for training set size ``size``."""
-    from dpaudit.training_audit.declaration import DeclaredDPSGD
+    from dpaudit.experiments.training_audit.design import library
 
-    return DeclaredDPSGD(
+    return library("declaration").DeclaredDPSGD(
         noise_multiplier=declared.noise_multiplier,
         clip_norm=declared.clip_norm,
         batch_size=declared.batch_size,

@@ -23,7 +23,7 @@ from dpaudit.experiments.training_audit.config import (
     declared_dpsgd,
     load_function,
 )
-from dpaudit.experiments.training_audit.design import RUNS_FILE, save_runs, training_data
+from dpaudit.experiments.training_audit.design import RUNS_FILE, library, save_runs, training_data
 from dpaudit.layout import Audit
 
 
@@ -35,8 +35,6 @@ def _call(function: Any, dataset: Any, options: dict[str, Any], auditor: Any) ->
 
 def train(config: TrainingAuditConfig, audit: Audit, out_dir: Path) -> TrainManifest:
     """Run the user's function under the auditor(s) and store the transcripts."""
-    from dpaudit.training_audit.runs import run_transcripts
-
     tp = config.train
     prepared = PreparedData.load(audit.prepared_path)
     size = audit_size(config, audit.dataset, len(prepared.train_idx))
@@ -46,7 +44,7 @@ def train(config: TrainingAuditConfig, audit: Audit, out_dir: Path) -> TrainMani
     declared = declared_dpsgd(tp.declared, size)
     data = training_data(prepared, size)
     start = time.perf_counter()
-    runs = run_transcripts(
+    runs = library("runs").run_transcripts(
         functools.partial(_call, function, data, dict(tp.options)),
         declared,
         runs=tp.runs,

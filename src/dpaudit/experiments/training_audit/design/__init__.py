@@ -1,11 +1,19 @@
-"""What the training audit's stages share: the data the user's function gets, and how every run's
-transcript is stored by the train stage and read back by the bounds stage."""
+"""What the training audit's stages share: the data the user's function gets, how every run's
+transcript is stored by the train stage and read back by the bounds stage, and :func:`library`, the one
+door to the training audit library (:mod:`dpaudit.training_audit`).
+
+The library is imported by name at run time, so that the per-audit stages of every other experiment
+(DVC gives every item of a ``foreach`` the same deps) do not depend on it: its files' md5 goes into this
+audit's own record of the check stage instead (:func:`.config.code_record`, the way a target model's
+Keras file does), and editing the library reruns this audit's stages alone."""
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -13,8 +21,16 @@ import numpy as np
 from dpaudit.data.prepared import PreparedData
 from dpaudit.io import open_npz, write_npz
 
+#: The training audit library, imported by name (:func:`library`).
+LIBRARY = "dpaudit.training_audit"
+
 _STRINGS = {"source", "update_rule"}
 _TUPLES = {"residual_names", "stochastic_layers"}
+
+def library(module: str) -> ModuleType:
+    """``dpaudit.training_audit.<module>``, imported at run time (see the module docstring)."""
+    return importlib.import_module(f"{LIBRARY}.{module}")
+
 
 #: The stored transcripts of every run.
 RUNS_FILE = "runs.npz"
@@ -57,7 +73,7 @@ def save_runs(path: Path, runs: list[tuple[Any, np.ndarray]]) -> None:
 
 def load_runs(path: Any) -> tuple[list[Any], list[np.ndarray]]:
     """The transcripts and inclusion bits that :func:`.train.save_runs` stored."""
-    from dpaudit.training_audit.transcript import Transcript
+    Transcript = library("transcript").Transcript
 
     transcripts, included = [], []
     with open_npz(path) as f:
