@@ -38,6 +38,10 @@ CONFIDENCE = 0.975  # the verdict's share of its 95 % for the bound
 SETTINGS = {
     "σ=3, q=0.1, T=200, m=400, D=1000, k=64": (DeclaredDPSGD(3.0, 1.0, 100, 1000, steps=200), 400,
                                               {"canary_dims": 1000, "probe_dims": 64}),
+    "σ=3, q=0.1, T=200, m=400, D=2000, k=64": (DeclaredDPSGD(3.0, 1.0, 100, 1000, steps=200), 400,
+                                              {"canary_dims": 2000, "probe_dims": 64}),
+    "σ=3, q=0.1, T=200, m=1000, D=2000, k=64": (DeclaredDPSGD(3.0, 1.0, 100, 1000, steps=200), 1000,
+                                               {"canary_dims": 2000, "probe_dims": 64}),
     "σ=3, q=0.1, T=200, m=400, D=4000, k=64": (DeclaredDPSGD(3.0, 1.0, 100, 1000, steps=200), 400,
                                               {"canary_dims": 4000, "probe_dims": 64}),
     "σ=3, q=0.1, T=200, m=1000, D=20000, k=256": (DeclaredDPSGD(3.0, 1.0, 100, 1000, steps=200), 1000,
