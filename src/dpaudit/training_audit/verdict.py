@@ -124,8 +124,7 @@ class Verdict:
         reach = (
             f"this audit's bound exceeds the claim with {100 * POWER:g} % power from true ε ≥ "
             f"{self.detectable_epsilon:.3g} (estimated by simulating this run's own bound, m = "
-            f"{self.bound.canaries}; optimistic where canaries crowd the inert room: 59–85 % measured at the "
-            "stated ε)"
+            f"{self.bound.canaries}; 73–85 % of simulated audits exceeded the claim at the stated ε)"
             if math.isfinite(self.detectable_epsilon)
             else f"this run's bound cannot prove a violation of a claim of {self.claimed_epsilon:.3g} (not "
             f"with {100 * POWER:g} % power up to true ε {EPSILON_CAP:g}); only the checks can flag it — to "
