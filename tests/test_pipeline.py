@@ -24,6 +24,7 @@ COPIED = [
     "src",
     "data/vendor",
     "models",
+    "examples",
 ]
 
 
