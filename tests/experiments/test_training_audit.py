@@ -196,7 +196,8 @@ def test_a_user_function_on_a_custom_dataset_runs_through_the_stages(
     titles = [t.title for t in loaded.tables]
     assert "Checks of the training against its declaration" in titles
     checks = next(t for t in loaded.tables if t.id.endswith("-checks"))
-    assert {row[1] for row in checks.rows} <= {"passed", "rejected", "skipped", "not applicable"}
+    assert {row[2] for row in checks.rows} <= {"passed", "rejected", "skipped", "not applicable"}
+    assert {row[1] for row in checks.rows} <= {"mismatch", "warning"}
     assert "Training audit of my_training.fit:fit" in loaded.title
 
 

@@ -69,16 +69,18 @@ def section(
             )
         )
     rows = [
-        [c["name"], c["status"], _p(c["p_value"]), short_number(c["level"]), c["message"]]
+        [c["name"], c["kind"], c["status"], _p(c["p_value"]), short_number(c["level"]), c["message"]]
         for c in verdict["checks"]
     ]
     tables = [
         blocks.table(
             "checks",
             title="Checks of the training against its declaration",
-            columns=["check", "status", "p-value", "level share", "message"],
+            columns=["check", "kind", "status", "p-value", "level share", "message"],
             rows=rows,
-            caption="A skipped check could not run (its message says why and which bugs stay unseen); it is "
+            caption="kind: a rejected mismatch check means the code does not match its declaration; a "
+            "rejected warning is a labelled warning that never makes the verdict. A skipped check could "
+            "not run (its message says why and which bugs stay unseen); it is "
             "never counted as passed. Every check's level share and the bound's together make the verdict's "
             f"joint level {verdict['confidence']:.0%}.",
         ),
