@@ -227,3 +227,14 @@ def test_the_check_record_follows_the_function_file_and_the_library(tmp_path: Pa
     after = code_record(config, tmp_path)
     assert after["function_source"]["md5"] != before["function_source"]["md5"]
     assert after["library"] == before["library"]
+
+
+@pytest.mark.slow
+def test_two_runs_pool_into_one_verdict_on_ray(custom_params: tuple[Path, dict[str, Any]]) -> None:
+    """runner: ray trains the runs in Ray workers (the user's module importable there too) and pools
+    them as the local runner does."""
+    root, params = custom_params
+    params["training_audit"]["train"].update(runs=2, runner="ray")
+    metrics = _run_stages(root, params, "cancer-training_audit")
+    assert metrics["verdict"]["runs"] == 2 and metrics["verdict"]["canaries"] == 40
+    assert "steps" in metrics["checks"] and "steps_2" in metrics["checks"]

@@ -44,6 +44,23 @@ def _one_run(
         raise ValueError(f"run seeded {seed}: the training function did not run the audit: {exc}") from exc
 
 
+def _one_run_shipped(
+    train: bytes, paths: list[str], declared: DeclaredDPSGD, canaries: int, seed: int, loss: Any
+) -> tuple[Transcript, np.ndarray]:
+    """:func:`_one_run` in a Ray worker: the driver's import path first, then the training function.
+
+    Ray unpickles a task's arguments before its body runs, and a function of the user's module pickles
+    by reference, so a worker that cannot import that module (it lives beside the user's project, put
+    on ``sys.path`` by the driver) would fail before any code of ours could help. Shipping it as bytes
+    lets the worker extend ``sys.path`` with the driver's entries before it loads the function."""
+    import sys
+
+    from ray import cloudpickle
+
+    sys.path.extend(p for p in paths if p not in sys.path)
+    return _one_run(cloudpickle.loads(train), declared, canaries, seed, loss)
+
+
 def audit_runs(
     train: TrainFunction,
     declared: DeclaredDPSGD,
@@ -104,8 +121,13 @@ def run_transcripts(
         from dpaudit.training.ray_session import ensure_ray
 
         ensure_ray(None, driver_trains=False)
-        remote = ray.remote(num_cpus=1)(_one_run)
-        refs = [remote.remote(train, declared, canaries, s, loss) for s in seeds]
+        import sys
+
+        from ray import cloudpickle
+
+        remote = ray.remote(num_cpus=1)(_one_run_shipped)
+        shipped, paths = cloudpickle.dumps(train), [p for p in sys.path if p]
+        refs = [remote.remote(shipped, paths, declared, canaries, s, loss) for s in seeds]
         pending = list(refs)
         with progress(desc="audited runs", total=runs, unit="run") as bar:
             while pending:
