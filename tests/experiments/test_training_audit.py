@@ -238,3 +238,25 @@ def test_two_runs_pool_into_one_verdict_on_ray(custom_params: tuple[Path, dict[s
     metrics = _run_stages(root, params, "cancer-training_audit")
     assert metrics["verdict"]["runs"] == 2 and metrics["verdict"]["canaries"] == 40
     assert "steps" in metrics["checks"] and "steps_2" in metrics["checks"]
+
+
+@pytest.mark.parametrize("bug, caught", [("none", 0.0), ("noise_div10", 1.0)])
+def test_the_bug_switch_flips_the_verdict(
+    custom_params: tuple[Path, dict[str, Any]], bug: str, caught: float
+) -> None:
+    """The worked example's one-line switch: correct code is not caught, noise/10 is (the signal-to-noise
+    check sees ten times the declared signal-to-noise ratio), through the stages and the summary."""
+    from dpaudit.experiments.training_audit.bounds import STATUS_CODES
+    from dpaudit.report.inputs import find_sections
+    from dpaudit.report.summary import summary_metrics
+
+    root, params = custom_params
+    params["training_audit"]["train"].update(options={"epochs": 2, "bug": bug}, canaries=100)
+    params["training_audit"]["train"]["declared"]["epochs"] = 2
+    metrics = _run_stages(root, params, "cancer-training_audit")
+    assert metrics["verdict"]["caught"] == caught, metrics["verdict"]["status"]
+    if caught:
+        rejected = STATUS_CODES["rejected"]
+        assert metrics["checks"]["signal_to_noise_high"]["status"] == rejected
+    summary = summary_metrics(find_sections(root, ["cancer-training_audit"]))["cancer-training_audit"]
+    assert summary["caught"] == caught
