@@ -130,6 +130,15 @@ def test_experiment_and_parameter_pages_cover_every_experiment() -> None:
     assert names <= rows, sorted(names - rows)
 
 
+def test_the_metrics_diff_block_is_said_to_follow_an_experiment_not_make_run() -> None:
+    """`dvc metrics diff` compares HEAD with the workspace: after `make run` alone nothing changed and it
+    prints nothing, so the sentence before its block must name the `dvc exp run` that produces it."""
+    text = README.read_text(encoding="utf-8")
+    before = text[: text.index("<!-- output: dvc metrics diff -->")].rstrip()
+    sentence = before[before.rindex("\n\n") :]
+    assert "dvc exp run" in sentence and "after `make run` alone it prints nothing" in sentence, sentence
+
+
 def test_readme_has_one_output_block_per_documented_command() -> None:
     refresh = _refresh()
     blocks = refresh.documented(README.read_text())
