@@ -3,15 +3,17 @@
 The pipeline calls ``train(dataset, audit, **options)`` (params.yaml, ``training_audit.train``):
 ``dataset`` holds the training records (``dataset.x``, ``dataset.y``, ``dataset.num_classes``) and
 ``audit`` is the :class:`dpaudit.training_audit.TrainingAuditor` this function wraps its batches with
-and passes the callback of (the lines marked ``# audit``). The step is hand-written DP-SGD: per-example
-gradients, clipping to ``clip_norm``, Gaussian noise ``noise_multiplier``·C, averaging.
+and passes the callback of (the lines marked ``# audit``). ``optimizer`` picks the DP-SGD:
+``hand_written`` (default), a ``train_step`` with per-example gradients, clipping to ``clip_norm``,
+Gaussian noise ``noise_multiplier``·C and averaging; or ``tf_privacy``, TF Privacy's
+``DPKerasSGDOptimizer`` doing the same inside the optimizer.
 
 ``bug`` switches in one mistake that is easy to write, so that the audit can be seen to catch it:
 
 - ``none``: correct DP-SGD;
 - ``noise_div10``: the noise's standard deviation divided by 10 (the claim unchanged);
 - ``unclipped_output``: the output layer is left out of the clipping (its gradients reach the noise
-  unclipped).
+  unclipped; a mistake of the hand-written step only).
 
 Three audit-only input columns, 0 in every record, are appended so that canaries have weights no real
 record moves (docs/training-audit.md, "When your model has no place for canaries"): the model's
@@ -25,6 +27,7 @@ from typing import Any
 import numpy as np
 
 BUGS = ("none", "noise_div10", "unclipped_output")
+OPTIMIZERS = ("hand_written", "tf_privacy")
 #: Audit-only zero columns appended to every record.
 AUDIT_COLUMNS = 3
 
@@ -34,6 +37,7 @@ def train(
     audit: Any,
     *,
     bug: str = "none",
+    optimizer: str = "hand_written",
     noise_multiplier: float = 1.61,
     clip_norm: float = 1.0,
     batch_size: int = 64,
@@ -47,6 +51,10 @@ def train(
 
     if bug not in BUGS:
         raise ValueError(f"bug must be one of {BUGS}, got {bug!r}")
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
+    if optimizer == "tf_privacy" and bug == "unclipped_output":
+        raise ValueError("bug unclipped_output is a mistake of the hand-written step, not of tf_privacy")
     x = np.asarray(dataset.x, np.float32).reshape(len(dataset.x), -1)
     x = np.hstack([x, np.zeros((len(x), AUDIT_COLUMNS), np.float32)])
     y = np.asarray(dataset.y, np.int64)
@@ -77,11 +85,22 @@ def train(
     tf.keras.utils.set_random_seed(seed)
     inputs = tf.keras.Input((x.shape[1],))
     h = tf.keras.layers.Dense(hidden, activation="relu", name="hidden_1")(inputs)
-    model = DPModel(inputs, tf.keras.layers.Dense(int(dataset.num_classes), name="output")(h))
-    model.compile(
-        optimizer=tf.keras.optimizers.SGD(learning_rate),
-        loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-    )
+    outputs = tf.keras.layers.Dense(int(dataset.num_classes), name="output")(h)
+    if optimizer == "tf_privacy":
+        from tensorflow_privacy import DPKerasSGDOptimizer
+
+        model = tf.keras.Model(inputs, outputs)
+        dp_sgd = DPKerasSGDOptimizer(
+            l2_norm_clip=clip_norm, noise_multiplier=noise / clip_norm, learning_rate=learning_rate
+        )  # per-example losses (reduction none): TF Privacy clips each example's gradient
+        loss = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
+        model.compile(optimizer=dp_sgd, loss=loss)
+    else:
+        model = DPModel(inputs, outputs)
+        model.compile(
+            optimizer=tf.keras.optimizers.SGD(learning_rate),
+            loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        )
     train_ds = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(len(x), seed=seed).batch(batch_size)
     train_ds = audit.wrap(train_ds)  # audit
     model.fit(train_ds, epochs=epochs, verbose=0, callbacks=[audit.callback()])  # audit

@@ -56,8 +56,10 @@ def user_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
             """
             from examples.dp_training.digits_keras import train as _train
 
-            def fit(dataset, audit, *, epochs=1, bug="none"):
-                return _train(dataset, audit, epochs=epochs, bug=bug, batch_size=16, hidden=4)
+            def fit(dataset, audit, *, epochs=1, bug="none", optimizer="hand_written"):
+                return _train(
+                    dataset, audit, epochs=epochs, bug=bug, optimizer=optimizer, batch_size=16, hidden=4
+                )
 
             def two_args(dataset):
                 return None
@@ -240,18 +242,28 @@ def test_two_runs_pool_into_one_verdict_on_ray(custom_params: tuple[Path, dict[s
     assert "steps" in metrics["checks"] and "steps_2" in metrics["checks"]
 
 
-@pytest.mark.parametrize("bug, caught", [("none", 0.0), ("noise_div10", 1.0)])
+@pytest.mark.parametrize(
+    "optimizer, bug, caught",
+    [
+        ("hand_written", "none", 0.0),
+        ("hand_written", "noise_div10", 1.0),
+        ("tf_privacy", "none", 0.0),
+        ("tf_privacy", "noise_div10", 1.0),
+    ],
+)
 def test_the_bug_switch_flips_the_verdict(
-    custom_params: tuple[Path, dict[str, Any]], bug: str, caught: float
+    custom_params: tuple[Path, dict[str, Any]], optimizer: str, bug: str, caught: float
 ) -> None:
-    """The worked example's one-line switch: correct code is not caught, noise/10 is (the signal-to-noise
-    check sees ten times the declared signal-to-noise ratio), through the stages and the summary."""
+    """The worked example's one-line switch, with its hand-written step and with TF Privacy's optimizer:
+    correct code is not caught, noise/10 is (the signal-to-noise check sees ten times the declared
+    signal-to-noise ratio), through the stages and the summary."""
     from dpaudit.experiments.training_audit.bounds import STATUS_CODES
     from dpaudit.report.inputs import find_sections
     from dpaudit.report.summary import summary_metrics
 
     root, params = custom_params
-    params["training_audit"]["train"].update(options={"epochs": 2, "bug": bug}, canaries=100)
+    options = {"epochs": 2, "bug": bug, "optimizer": optimizer}
+    params["training_audit"]["train"].update(options=options, canaries=100)
     params["training_audit"]["train"]["declared"]["epochs"] = 2
     metrics = _run_stages(root, params, "cancer-training_audit")
     assert metrics["verdict"]["caught"] == caught, metrics["verdict"]["status"]
