@@ -41,7 +41,7 @@ def test_a_changed_verdict_comes_first_even_where_its_numbers_barely_move(
     lines = _text(capsys)
     assert max(map(len, lines)) <= WIDTH
     assert lines[0].startswith("VERDICT CHANGED digits-training_audit (claimed ε 2.00): caught in noisy-bug")
-    assert "nothing found in main" in lines[0]
+    assert lines[0].endswith("; not in main")
     groups = lines[1].split()
     assert groups[0] == "digits-training_audit"  # its group before the identifiability audits
     result = _json(capsys)

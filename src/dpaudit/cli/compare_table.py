@@ -169,7 +169,7 @@ def verdict_lines(result: Mapping[str, Any], width: int = WIDTH) -> list[str]:
         claims = {h["epsilon_claimed"] for _, h in heads if h and h.get("epsilon_claimed") is not None}
         claim = f" (claimed ε {number(claims.pop())})" if len(claims) == 1 else ""
         found, nothing = ", ".join(caught), ", ".join(clean)
-        text = f"VERDICT CHANGED {audit}{claim}: caught in {found}; nothing found in {nothing}"
+        text = f"VERDICT CHANGED {audit}{claim}: caught in {found}; not in {nothing}"
         out.append(fit(text, width))
     return out
 
