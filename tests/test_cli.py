@@ -435,3 +435,16 @@ def test_values_near_float_max_are_handled(capsys, tmp_path):
     assert star["epsilon_star"] is not None and star["epsilon_star"] >= 0
     scores = run_json(capsys, "scores", "--in", a, "--out", b, "--delta", "0.01")
     assert all(math.isfinite(v) for v in scores["metrics"].values())
+
+
+def test_a_reader_that_stops_early_gets_no_traceback() -> None:
+    """`dpaudit … | head` closes the pipe before the output is written: the command still exits with
+    its own status and prints no BrokenPipeError."""
+    args = [sys.executable, "-m", "dpaudit.cli", "accountant", "--noise-multiplier", "1.1", "--delta", "1e-5"]
+    args += ["--sampling-rate", "0.01", "--steps", "100", "--accountant", "all"]
+    child = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert child.stdout is not None and child.stderr is not None
+    child.stdout.close()  # the reader is gone before the first line
+    error = child.stderr.read().decode()
+    assert child.wait(timeout=120) == 0, error
+    assert "BrokenPipeError" not in error and "Traceback" not in error, error

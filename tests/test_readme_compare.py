@@ -15,7 +15,10 @@ docs/refresh_compare_outputs.py`` rewrites the blocks. Then, from the baseline a
 to the headline's own setting (``rho_beta=[0.9]``) moves no headline: each setting is seeded by its own
 values, not by its neighbours. ``dpaudit compare`` runs after each experiment: after the first it must
 match the block in ``docs/pipeline.md`` (numbers to one unit in their last digit, experiment names
-aside); after the second, with both experiments in it, it must fit 100 columns and 10 lines.
+aside); after the second, with both experiments in it, it must fit 100 columns and 10 lines. Last,
+from the baseline, the README's bug switch of the training audit (``-S
+training_audit.train.options.bug=noise_div10``) turns ``caught`` from 0 to 1 in ``dvc metrics diff``,
+``dpaudit compare`` opens with the changed verdict, and the report says the code does not match.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ PIPELINE = DOCS / "pipeline.md"
 #: ``dpaudit compare``: its output block in docs/pipeline.md, and the most columns and lines it prints.
 COMPARE = "dpaudit compare"
 COMPARE_WIDTH, COMPARE_LINES = 100, 10
+BUG = "noise_div10"  # the README's one-line bug switch of the training audit (noise σ/10)
 MAX_LINES = 200
 HEADINGS = (
     "## Quick start",
@@ -258,9 +262,9 @@ def _compare_table(label: str, documented: str, actual: str) -> None:
         assert len(want[0]) == len(got[0]), hint
     for old, new in zip(want, got, strict=True):
         assert len(old) >= width and len(new) >= width, hint
-        assert all(_same_cell(a, b) for a, b in zip(old[:width], new[:width], strict=True)), (
-            f"{hint}\n  README: {old}\n  now:    {new}"
-        )
+        assert all(
+            _same_cell(a, b) for a, b in zip(old[:width], new[:width], strict=True)
+        ), f"{hint}\n  README: {old}\n  now:    {new}"
 
 
 def _unit(text: str) -> float:
@@ -363,3 +367,16 @@ def test_readme_compare_commands_and_their_documented_output(tmp_path: Path) -> 
         "identifiability.train.reference_rho_beta": 0.9,  # every row holds every parameter that differs
     }
     assert second["headlines"] == result["experiments"][0]["headlines"] != first["headlines"]
+
+    # The README's bug switch of the training audit: its verdict flips in metrics, compare and report.
+    _run(["git", "checkout", "--", "."], work)
+    _run([dvc, "exp", "run", "-S", f"training_audit.train.options.bug={BUG}"], work, timeout=1800)
+    diff = json.loads(_run([dvc, "metrics", "diff", "--json"], work))["metrics/summary.json"]
+    caught = diff["digits-training_audit.caught"]
+    assert (caught["old"], caught["new"]) == (0, 1), diff
+    compare = _run([str(BIN / "dpaudit"), "compare"], work).splitlines()
+    assert compare[0].startswith("VERDICT CHANGED digits-training_audit (claimed ε"), compare
+    assert "; not in " in compare[0] and max(map(len, compare)) <= COMPARE_WIDTH, compare
+    report = (work / "reports" / "index.html").read_text(encoding="utf-8")
+    assert f"bug = {BUG}" in report and "DOES NOT MATCH ITS DECLARED DP-SGD" in report
+    assert f"-S training_audit.train.options.bug={BUG}`" in README.read_text()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -160,10 +161,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{children[args.command].prog}: error: {exc}", file=sys.stderr)
             sys.exit(2)
         children[args.command].error(str(exc))  # prints usage + message, exits with status 2
-    if args.json:
-        print(json.dumps(_jsonable(result)))
-    else:
-        print("\n".join(command.text(result) if command.text else _format_text(result)))
+    text = (
+        json.dumps(_jsonable(result))
+        if args.json
+        else "\n".join(command.text(result) if command.text else _format_text(result))
+    )
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:  # the reader stopped early (`dpaudit compare | head`): no traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit flush cannot fail
     return command.exit_status(result) if command.exit_status else 0
 
 
