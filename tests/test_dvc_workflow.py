@@ -229,6 +229,21 @@ def edit(committed: Path) -> Any:
         path.write_text(text)
 
 
+@pytest.fixture
+def code_edit(committed: Path) -> Any:
+    """The stages an edit of some src/ files marks stale, read from the committed dvc.lock as ``dvc
+    status`` compares it (a few seconds of ``dvc status`` each otherwise; the slow tier's
+    every-file test checks this reading against ``dvc status`` itself)."""
+    deps = _lock_deps(committed)
+
+    def stale(names: str | tuple[str, ...]) -> set[str]:
+        return set().union(
+            *(_stale_after_editing(deps, n) for n in ((names,) if isinstance(names, str) else names))
+        )
+
+    return stale
+
+
 def _set_param(key: str, value: Any) -> Any:
     def change(text: str) -> str:
         params = yaml.safe_load(text)
@@ -263,41 +278,41 @@ def _comment(text: str) -> str:
     return text + "# a comment\n"
 
 
-def test_report_code_reruns_at_most_bounds_and_report(edit: Any) -> None:
+def test_report_code_reruns_at_most_bounds_and_report(code_edit: Any) -> None:
     """An experiment's report module reruns its own bounds stages only; the report renderer and its
     figures rerun the report alone (the check validates the report section with report/config.py)."""
-    stale = edit("src/dpaudit/experiments/identifiability/report.py", _comment)
+    stale = code_edit("src/dpaudit/experiments/identifiability/report.py")
     assert stale == {"bounds@adult-identifiability", "bounds@digits-identifiability"}
-    stale = edit("src/dpaudit/experiments/membership/report.py", _comment)
+    stale = code_edit("src/dpaudit/experiments/membership/report.py")
     assert stale == {"bounds@adult-membership", "bounds@digits-membership"}
-    stale = edit("src/dpaudit/report/render.py", _comment)
+    stale = code_edit("src/dpaudit/report/render.py")
     assert stale == {"report"}, stale
-    stale = edit("src/dpaudit/report/figures.py", _comment)
+    stale = code_edit("src/dpaudit/report/figures.py")
     assert stale == {"report"}, stale
 
 
-def test_an_estimator_never_retrains(edit: Any) -> None:
+def test_an_estimator_never_retrains(code_edit: Any) -> None:
     """Estimators run in the bounds stages only (attack stages hand on score sets and import nothing
     from bounds/): an estimator's edit reruns bounds stages and at most the report."""
-    stale = edit("src/dpaudit/bounds/epsilon_star/estimators.py", _comment)
+    stale = code_edit("src/dpaudit/bounds/epsilon_star/estimators.py")
     assert "bounds@adult-membership" in stale
     assert _families(stale) <= {"bounds", "report"}, stale
-    stale = edit("src/dpaudit/bounds/onerun.py", _comment)
+    stale = code_edit("src/dpaudit/bounds/onerun.py")
     # check too: it records the md5 of the training audit library (which runs the one-run bound) for
     # that audit alone, so the edit retrains only the training audit, whose training ran under it
     assert "bounds@adult-onerun" in stale and _families(stale) == {"bounds", "check"}, stale
 
 
 def test_attack_and_bound_code_the_trainer_once_ran_never_retrains_or_recomputes_losses(
-    edit: Any, committed: Path
+    code_edit: Any, committed: Path
 ) -> None:
     """The DI observer, the canary crafter, the accountants, the logits' losses and the world draws
     now live in training/ and data/; the attack and bound modules they came from, and the results
     types, no longer make a train or losses stage stale.
 
-    A stage is stale when any of its recorded deps changed, so one `dvc status` over all the edits at
-    once marks the union of what each edit alone marks: no train or losses stage in the union means
-    none for any single file. That each file still reruns something is read from the lock itself."""
+    A stage is stale when any of its recorded deps changed, so the edits together mark the union of
+    what each edit alone marks: no train or losses stage in the union means none for any single file.
+    That each file still reruns something is read from the lock itself."""
     names = (
         "src/dpaudit/attacks/di.py",
         "src/dpaudit/attacks/gradient_canary.py",
@@ -311,14 +326,14 @@ def test_attack_and_bound_code_the_trainer_once_ran_never_retrains_or_recomputes
     lock = yaml.safe_load((committed / "dvc.lock").read_text())["stages"]
     depended_on = {dep["path"] for stage in lock.values() for dep in stage.get("deps", [])}
     assert not [name for name in names if name not in depended_on]
-    stale = edit(names, _comment)
+    stale = code_edit(names)
     assert stale and not _families(stale) & {"train", "losses"}, stale
-    stale = edit("src/dpaudit/training/accounting.py", _comment)
+    stale = code_edit("src/dpaudit/training/accounting.py")
     assert {"train@adult-membership", "train@digits-identifiability"} <= stale, stale
 
 
-def test_an_experiments_training_code_retrains_only_its_audits(edit: Any) -> None:
-    stale = edit("src/dpaudit/experiments/membership/train.py", _comment)
+def test_an_experiments_training_code_retrains_only_its_audits(code_edit: Any) -> None:
+    stale = code_edit("src/dpaudit/experiments/membership/train.py")
     assert {s.split("@", 1)[1] for s in stale if "@" in s} == {"adult-membership", "digits-membership"}
     assert {"train@adult-membership", "train@digits-membership"} <= stale
 
