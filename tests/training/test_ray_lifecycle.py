@@ -52,7 +52,6 @@ def no_ray(monkeypatch: pytest.MonkeyPatch):
         ray.shutdown()
 
 
-@pytest.mark.slow  # starts Ray (17 s): with the other Ray lifecycle tests in the end-to-end tier
 @pytest.mark.timeout(300)
 def test_ray_starts_once_per_process_and_keeps_signal_handlers(no_ray, monkeypatch) -> None:
     calls: list[str | None] = []
